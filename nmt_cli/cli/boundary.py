@@ -1,0 +1,63 @@
+"""The single error boundary between the library and the terminal.
+
+Library code raises `NmtError`s; every command is wrapped by `command_boundary`, which prints
+one line on stderr and exits with the error's code, so users never see a traceback for their
+own mistakes. Unexpected exceptions still show a traceback: those are our bugs.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import typer
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_console = None
+
+
+def stderr_console():
+    """A rich console on stderr: colour only on a terminal, NO_COLOR respected (rich does both)."""
+    global _console
+    if _console is None:
+        from rich.console import Console
+
+        _console = Console(stderr=True, highlight=False)
+    return _console
+
+
+def error_line(message: str) -> None:
+    message = " ".join(str(message).split())  # one line, whatever the message held
+    stderr_console().print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
+
+
+def warn(message: str) -> None:
+    stderr_console().print(f"[yellow]warning:[/] {message}", markup=True, soft_wrap=True)
+
+
+def command_boundary(func: F) -> F:
+    """Turn NmtError, Ctrl-C and a closed stdout into a clean exit."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from nmt_cli.errors import NmtError
+
+        try:
+            return func(*args, **kwargs)
+        except NmtError as exc:
+            error_line(str(exc))
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:
+            error_line("interrupted")
+            raise typer.Exit(130) from None
+        except BrokenPipeError:
+            # The reader went away (`nmt translate | head`): stop quietly, like other filters.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            raise typer.Exit(141) from None
+
+    return wrapper  # type: ignore[return-value]

@@ -1,0 +1,1 @@
+"""Data preparation: corpus reading, cleaning, SentencePiece, token-id storage."""

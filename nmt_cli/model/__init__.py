@@ -1,0 +1,1 @@
+"""The attention encoder-decoder."""

@@ -1,0 +1,1 @@
+"""Rendering for people (rich): tables, heatmaps, progress. Nothing here computes results."""
