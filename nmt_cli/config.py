@@ -1,0 +1,195 @@
+"""Typed configuration: defaults ← TOML config file ← command-line flags, merged in one place.
+
+The defaults suit a small corpus on a laptop CPU. Every key has a one-line comment; an unknown
+key is an error that lists the valid ones; the resolved config is saved with the model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from nmt_cli.errors import ConfigError
+
+ATTENTIONS = ("dot", "general", "additive", "none")
+DECODER_STYLES = ("luong", "bahdanau")
+CELLS = ("gru", "lstm")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The architecture; saved inside every checkpoint so inference rebuilds the model from it."""
+
+    cell: str = "gru"  # recurrent cell of encoder and decoder: gru or lstm
+    emb_size: int = 256  # embedding size (source and target)
+    hidden_size: int = 256  # encoder hidden size per direction; the decoder gets 2x when bidirectional
+    layers: int = 1  # RNN layers in encoder and decoder
+    bidirectional: bool = True  # bidirectional encoder
+    attention: str = "general"  # score function: dot, general, additive, none
+    decoder_style: str = "luong"  # luong (attend after the RNN step) or bahdanau (before)
+    input_feed: bool = False  # luong: feed the previous attentional vector into the next step
+    dropout: float = 0.2  # dropout on embeddings and RNN outputs
+    tie_embeddings: bool = True  # output layer shares the target embedding matrix (needs emb == output size)
+    share_embeddings: bool = True  # one embedding for source and target (joint vocabulary only)
+    src_vocab_size: int = 0  # filled in from the data directory
+    tgt_vocab_size: int = 0  # filled in from the data directory
+
+    @property
+    def decoder_size(self) -> int:
+        return self.hidden_size * (2 if self.bidirectional else 1)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """How to train: batching, optimisation, validation and stopping."""
+
+    batch_tokens: int = 3000  # target tokens per batch (sentences of similar length grouped)
+    max_len: int = 100  # skip training pairs with more pieces than this on either side
+    lr: float = 0.002  # Adam learning rate at the end of warm-up
+    warmup_steps: int = 200  # linear warm-up steps
+    schedule: str = "plateau"  # plateau (halve when dev BLEU stalls), inverse_sqrt, or constant
+    decay_factor: float = 0.5  # plateau: multiply lr by this when dev BLEU stalls
+    min_lr: float = 1e-5  # plateau: never go below this
+    clip_norm: float = 1.0  # gradient-norm clipping (0 disables)
+    label_smoothing: float = 0.1  # label smoothing of the cross-entropy
+    max_steps: int = 0  # stop after this many updates (0: no limit)
+    max_epochs: int = 30  # stop after this many epochs (0: no limit)
+    max_time: float = 0.0  # stop after this many seconds of training (0: no limit)
+    valid_every: int = 500  # validate every N updates (and at each epoch's end)
+    valid_sentences: int = 500  # dev sentences decoded for BLEU at each validation (0: all)
+    patience: int = 8  # stop after this many validations without a better dev BLEU (0: never)
+    log_every: int = 50  # report progress every N updates
+    seed: int = 1234  # seeds batching, initialisation and dropout
+    device: str = "auto"  # auto (cuda when available), cpu or cuda
+    threads: int = 0  # CPU threads for torch (0: all cores)
+    amp: bool = True  # mixed precision on CUDA (bf16 where supported, else fp16)
+
+
+@dataclass(frozen=True)
+class Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "config") -> Config:
+        _check_keys(data, {"model", "train"}, source)
+        model = _build(ModelConfig, data.get("model", {}), f"{source} [model]")
+        train = _build(TrainConfig, data.get("train", {}), f"{source} [train]")
+        return validate(cls(model=model, train=train))
+
+
+def _check_keys(data: dict[str, Any], valid: set[str], where: str) -> None:
+    unknown = sorted(set(data) - valid)
+    if unknown:
+        raise ConfigError(
+            f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} in {where}; "
+            f"valid keys: {', '.join(sorted(valid))}"
+        )
+
+
+def _build(cls: type, values: dict[str, Any], where: str):
+    if not isinstance(values, dict):
+        raise ConfigError(f"{where} must be a table of keys, got {type(values).__name__}")
+    _check_keys(values, {f.name for f in fields(cls)}, where)
+    defaults = cls()
+    typed = {}
+    for name, value in values.items():
+        expected = type(getattr(defaults, name))
+        typed[name] = _coerce(value, expected, f"{where} {name}")
+    return dataclasses.replace(defaults, **typed)
+
+
+def _coerce(value: Any, expected: type, where: str) -> Any:
+    if expected is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{where} must be true or false, got {value!r}")
+    if expected is float and isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if expected is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if expected is str and isinstance(value, str):
+        return value
+    raise ConfigError(f"{where} must be {expected.__name__}, got {value!r}")
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+def validate(config: Config) -> Config:
+    """Reject values out of range with a message that names the option and the valid range."""
+    m, t = config.model, config.train
+    _require(m.cell in CELLS, f"--cell must be one of {', '.join(CELLS)}, got {m.cell!r}")
+    _require(
+        m.attention in ATTENTIONS,
+        f"--attention must be one of {', '.join(ATTENTIONS)}, got {m.attention!r}",
+    )
+    _require(
+        m.decoder_style in DECODER_STYLES,
+        f"--decoder-style must be one of {', '.join(DECODER_STYLES)}, got {m.decoder_style!r}",
+    )
+    for name in ("emb_size", "hidden_size", "layers"):
+        value = getattr(m, name)
+        _require(1 <= value <= 8192, f"--{name.replace('_', '-')} must be in 1..8192, got {value}")
+    _require(0.0 <= m.dropout < 1.0, f"--dropout must be in [0, 1), got {m.dropout}")
+    _require(0.0 <= t.label_smoothing < 1.0, f"--label-smoothing must be in [0, 1), got {t.label_smoothing}")
+    _require(0.0 < t.lr <= 10.0, f"--lr must be in (0, 10], got {t.lr}")
+    _require(1 <= t.batch_tokens <= 10_000_000, f"--batch-tokens must be in 1..10000000, got {t.batch_tokens}")
+    _require(2 <= t.max_len <= 100_000, f"--max-len must be in 2..100000, got {t.max_len}")
+    _require(t.schedule in ("plateau", "inverse_sqrt", "constant"),
+             f"--schedule must be plateau, inverse_sqrt or constant, got {t.schedule!r}")
+    for name in ("max_steps", "max_epochs", "warmup_steps", "patience", "valid_sentences", "threads"):
+        value = getattr(t, name)
+        _require(0 <= value <= 10**9, f"--{name.replace('_', '-')} must be ≥ 0, got {value}")
+    _require(t.valid_every >= 1 and t.log_every >= 1, "--valid-every and --log-every must be ≥ 1")
+    _require(t.max_time >= 0, f"--max-time must be ≥ 0, got {t.max_time}")
+    _require(t.device in ("auto", "cpu", "cuda") or t.device.startswith("cuda:"),
+             f"--device must be auto, cpu or cuda, got {t.device!r}")
+    return config
+
+
+def load_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {path} is a directory; give a .toml file") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+
+
+def resolve(
+    config_file: Path | None, overrides: dict[str, dict[str, Any]], base: dict[str, Any] | None = None
+) -> Config:
+    """Merge defaults ← config file (or a saved config) ← flags ({section: {key: value}}; None = unset)."""
+    data: dict[str, Any] = load_toml(config_file) if config_file else dict(base or {})
+    source = str(config_file) if config_file else "config"
+    _check_keys(data, {"model", "train"}, source)
+    for section, values in overrides.items():
+        merged = dict(data.get(section, {}))
+        merged.update({k: v for k, v in values.items() if v is not None})
+        data[section] = merged
+    return Config.from_dict(data, source)
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+
+
+def parse_duration(text: str) -> float:
+    """Parse '90', '90s', '20m', '1.5h' into seconds."""
+    match = _DURATION.match(text)
+    if not match:
+        raise ConfigError(f"--max-time must look like 90s, 20m or 1.5h, got {text!r}")
+    scale = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
+    return float(match.group(1)) * scale

@@ -1,0 +1,51 @@
+"""A lock file that keeps two training runs out of the same model directory."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from nmt_cli.errors import NmtError
+
+LOCK_FILE = ".lock"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def directory_lock(directory: Path) -> Iterator[None]:
+    """Hold `directory/.lock` (with our pid) for the block; a lock left by a dead process is taken over."""
+    path = directory / LOCK_FILE
+    while True:
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            break
+        except FileExistsError:
+            try:
+                pid = int(path.read_text().strip() or 0)
+            except (OSError, ValueError):
+                pid = 0
+            if pid and _alive(pid) and pid != os.getpid():
+                raise NmtError(
+                    f"{directory} is in use by another nmt train (pid {pid}); wait for it to "
+                    "finish, stop it, or choose another output directory"
+                ) from None
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()  # stale: its owner is gone
+    with os.fdopen(fd, "w") as handle:
+        handle.write(f"{os.getpid()}\n")
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()

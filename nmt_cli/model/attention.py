@@ -1,0 +1,93 @@
+"""Attention as query, keys and values: score, mask, softmax, weighted sum.
+
+Shapes: B batch, T query steps (1 inside the step loop), S source length, D query (decoder)
+size, M memory (encoder state) size, A size of the projected keys.
+
+The query is the decoder state d_t; keys and values are the encoder states e_1..e_S. A key
+projection depends only on the source, so `project_keys` runs once per batch and its result
+is passed back in explicitly at every step.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from nmt_cli.errors import ConfigError
+
+
+class Attention(nn.Module):
+    """Shared part: masked softmax over source positions and the context vector."""
+
+    def project_keys(self, memory: torch.Tensor) -> torch.Tensor:
+        """Keys for every source position (B, S, K), computed once per batch."""
+        return memory
+
+    def score(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError  # each subclass defines its score function
+
+    def forward(
+        self, query: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Context (B, T, M) and weights (B, T, S) for queries (B, T, D); mask (B, S) is True on real tokens."""
+        scores = self.score(query, keys)  # (B, T, S)
+        scores = scores.masked_fill(~mask.unsqueeze(1), float("-inf"))
+        weights = torch.softmax(scores, dim=-1)
+        context = torch.bmm(weights, memory)  # (B, T, M)
+        return context, weights
+
+
+class DotAttention(Attention):
+    """score(d, e) = dᵀe (Luong et al. 2015, eq. 8 "dot")."""
+
+    def __init__(self, query_size: int, memory_size: int):
+        super().__init__()
+        if query_size != memory_size:
+            raise ConfigError(
+                f"dot attention needs the decoder size ({query_size}) to equal the encoder "
+                f"output size ({memory_size}); use --attention general or additive"
+            )
+
+    def score(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        return torch.bmm(query, keys.transpose(1, 2))
+
+
+class GeneralAttention(Attention):
+    """score(d, e) = dᵀ W e (Luong et al. 2015, eq. 8 "general"); W e is the precomputed key."""
+
+    def __init__(self, query_size: int, memory_size: int):
+        super().__init__()
+        self.key_proj = nn.Linear(memory_size, query_size, bias=False)
+
+    def project_keys(self, memory: torch.Tensor) -> torch.Tensor:
+        return self.key_proj(memory)  # (B, S, D)
+
+    def score(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        return torch.bmm(query, keys.transpose(1, 2))
+
+
+class AdditiveAttention(Attention):
+    """score(d, e) = vᵀ tanh(W₁e + W₂d) (Bahdanau et al. 2015, eq. 6 and appendix A.1.2)."""
+
+    def __init__(self, query_size: int, memory_size: int, attention_size: int | None = None):
+        super().__init__()
+        attention_size = attention_size or query_size
+        self.key_proj = nn.Linear(memory_size, attention_size, bias=False)  # W₁
+        self.query_proj = nn.Linear(query_size, attention_size, bias=True)  # W₂ (bias: b in tanh)
+        self.v = nn.Linear(attention_size, 1, bias=False)
+
+    def project_keys(self, memory: torch.Tensor) -> torch.Tensor:
+        return self.key_proj(memory)  # (B, S, A)
+
+    def score(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        projected = self.query_proj(query)  # (B, T, A)
+        hidden = torch.tanh(keys.unsqueeze(1) + projected.unsqueeze(2))  # (B, T, S, A)
+        return self.v(hidden).squeeze(-1)  # (B, T, S)
+
+
+def build_attention(name: str, query_size: int, memory_size: int) -> Attention | None:
+    """The score function named by --attention, or None for the plain Seq2Seq baseline."""
+    if name == "none":
+        return None
+    classes = {"dot": DotAttention, "general": GeneralAttention, "additive": AdditiveAttention}
+    return classes[name](query_size, memory_size)

@@ -1,0 +1,150 @@
+"""The decoder: one step function shared by training and search, plus a fused teacher-forced path.
+
+Shapes: B batch, T target steps, S source length, E embedding, D decoder state, M encoder
+state (memory), O attentional vector (E when the output layer is tied to the embedding, else D).
+
+Styles (Luong et al. 2015 and Bahdanau et al. 2015):
+  luong:    d_t = RNN([y_{t-1}; h̃_{t-1}?], d_{t-1}); c_t = attend(d_t); h̃_t = tanh(W_c[c_t; d_t])
+  bahdanau: c_t = attend(d_{t-1}); d_t = RNN([y_{t-1}; c_t], d_{t-1}); h̃_t = tanh(W_c[d_t; c_t; y_{t-1}])
+Without attention (`none`) the decoder sees the source only through its initial state, and
+h̃_t = tanh(W_c d_t).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from nmt_cli.config import ModelConfig
+from nmt_cli.model.attention import build_attention
+from nmt_cli.model.encoder import Hidden, rnn_class
+
+
+@dataclass
+class Memory:
+    """What the decoder attends to, computed once per batch by the encoder."""
+
+    states: torch.Tensor  # (B, S, M) encoder states: the values
+    keys: torch.Tensor  # (B, S, K) projected keys (the states themselves for dot attention)
+    mask: torch.Tensor  # (B, S) True on real source tokens
+
+    def select(self, index: torch.Tensor) -> Memory:
+        return Memory(self.states.index_select(0, index), self.keys.index_select(0, index),
+                      self.mask.index_select(0, index))
+
+
+@dataclass
+class DecoderState:
+    """The recurrent state carried from one target step to the next."""
+
+    hidden: Hidden  # (L, B, D), or (h, c) for LSTM
+    feed: torch.Tensor | None  # (B, 1, O) previous attentional vector (luong input feeding) or None
+
+    def select(self, index: torch.Tensor) -> DecoderState:
+        if isinstance(self.hidden, tuple):
+            hidden = tuple(h.index_select(1, index) for h in self.hidden)
+        else:
+            hidden = self.hidden.index_select(1, index)
+        feed = None if self.feed is None else self.feed.index_select(0, index)
+        return DecoderState(hidden, feed)
+
+
+class Decoder(nn.Module):
+    def __init__(self, config: ModelConfig, embedding: nn.Embedding, memory_size: int):
+        super().__init__()
+        self.style = config.decoder_style
+        self.embedding = embedding
+        self.dropout = nn.Dropout(config.dropout)
+        size = config.decoder_size
+        self.attention = build_attention(config.attention, size, memory_size)
+        self.input_feed = config.input_feed and self.style == "luong" and self.attention is not None
+        self.output_size = config.emb_size if config.tie_embeddings else size
+        self.rnn = rnn_class(config.cell)(
+            config.emb_size + self._extra_input(memory_size),
+            size,
+            num_layers=config.layers,
+            batch_first=True,
+            dropout=config.dropout if config.layers > 1 else 0.0,
+        )
+        self.combine = nn.Linear(self._combine_input(size, memory_size, config.emb_size),
+                                 self.output_size, bias=False)
+
+    def _extra_input(self, memory_size: int) -> int:
+        if self.attention is None:
+            return 0
+        if self.style == "bahdanau":
+            return memory_size
+        return self.output_size if self.input_feed else 0
+
+    def _combine_input(self, size: int, memory_size: int, emb_size: int) -> int:
+        if self.attention is None:
+            return size
+        return size + memory_size + (emb_size if self.style == "bahdanau" else 0)
+
+    @property
+    def fusable(self) -> bool:
+        """True when nothing recurs through attention, so all steps can run at once."""
+        return self.style == "luong" and not self.input_feed or self.attention is None
+
+    def init_state(self, final: Hidden, batch: int) -> DecoderState:
+        feed = None
+        if self.input_feed:
+            ref = final[0] if isinstance(final, tuple) else final
+            feed = ref.new_zeros(batch, 1, self.output_size)
+        return DecoderState(final, feed)
+
+    def step(
+        self, prev: torch.Tensor, state: DecoderState, memory: Memory
+    ) -> tuple[torch.Tensor, DecoderState, torch.Tensor | None]:
+        """One target step for prev (B,): attentional vector (B, 1, O), new state, weights (B, S)."""
+        embedded = self.dropout(self.embedding(prev.unsqueeze(1)))  # (B, 1, E)
+        if self.attention is None:
+            output, hidden = self.rnn(embedded, state.hidden)
+            return self._project(output), DecoderState(hidden, None), None
+        if self.style == "bahdanau":
+            return self._bahdanau_step(embedded, state, memory)
+        rnn_input = embedded if state.feed is None else torch.cat([embedded, state.feed], dim=-1)
+        output, hidden = self.rnn(rnn_input, state.hidden)  # (B, 1, D)
+        context, weights = self.attention(output, memory.keys, memory.states, memory.mask)
+        vector = self._project(torch.cat([context, output], dim=-1))
+        return vector, DecoderState(hidden, vector if self.input_feed else None), weights.squeeze(1)
+
+    def _bahdanau_step(
+        self, embedded: torch.Tensor, state: DecoderState, memory: Memory
+    ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
+        top = state.hidden[0] if isinstance(state.hidden, tuple) else state.hidden
+        query = top[-1].unsqueeze(1)  # (B, 1, D): d_{t-1}, the top layer
+        context, weights = self.attention(query, memory.keys, memory.states, memory.mask)
+        output, hidden = self.rnn(torch.cat([embedded, context], dim=-1), state.hidden)
+        vector = self._project(torch.cat([output, context, embedded], dim=-1))
+        return vector, DecoderState(hidden, None), weights.squeeze(1)
+
+    def _project(self, features: torch.Tensor) -> torch.Tensor:
+        return self.dropout(torch.tanh(self.combine(features)))
+
+    def forward(
+        self, tgt_in: torch.Tensor, state: DecoderState, memory: Memory
+    ) -> torch.Tensor:
+        """Teacher-forced attentional vectors (B, T, O) for target inputs (B, T)."""
+        if self.fusable:
+            return self.forward_fused(tgt_in, state, memory)
+        return self.forward_steps(tgt_in, state, memory)
+
+    def forward_fused(self, tgt_in: torch.Tensor, state: DecoderState, memory: Memory) -> torch.Tensor:
+        """All steps at once: one RNN call over the target, one batched attention."""
+        embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
+        output, _ = self.rnn(embedded, state.hidden)  # (B, T, D)
+        if self.attention is None:
+            return self._project(output)
+        context, _ = self.attention(output, memory.keys, memory.states, memory.mask)  # (B, T, M)
+        return self._project(torch.cat([context, output], dim=-1))
+
+    def forward_steps(self, tgt_in: torch.Tensor, state: DecoderState, memory: Memory) -> torch.Tensor:
+        """The step loop, for decoders whose attention feeds the recurrence."""
+        vectors = []
+        for t in range(tgt_in.size(1)):
+            vector, state, _ = self.step(tgt_in[:, t], state, memory)
+            vectors.append(vector)
+        return torch.cat(vectors, dim=1)

@@ -1,0 +1,74 @@
+"""The attention encoder–decoder: encode once, decode step by step or all at once, generate.
+
+Shapes: B batch, S source length, T target length, O attentional vector, V target vocabulary.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from nmt_cli.config import ModelConfig
+from nmt_cli.model.decoder import Decoder, DecoderState, Memory
+from nmt_cli.model.encoder import Encoder
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+
+SearchState = tuple[DecoderState, Memory]
+
+
+class Seq2Seq(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        src_embedding = nn.Embedding(config.src_vocab_size, config.emb_size, padding_idx=PAD_ID)
+        shared = config.share_embeddings and config.src_vocab_size == config.tgt_vocab_size
+        tgt_embedding = (
+            src_embedding
+            if shared
+            else nn.Embedding(config.tgt_vocab_size, config.emb_size, padding_idx=PAD_ID)
+        )
+        self.encoder = Encoder(config, src_embedding)
+        self.decoder = Decoder(config, tgt_embedding, self.encoder.output_size)
+        self.generator = nn.Linear(self.decoder.output_size, config.tgt_vocab_size)
+        self._init_weights()
+        if config.tie_embeddings:
+            self.generator.weight = tgt_embedding.weight
+
+    def _init_weights(self) -> None:
+        # Uniform ±0.1, the classic RNN-NMT initialisation (Sutskever et al. 2014; OpenNMT's default).
+        for param in self.parameters():
+            nn.init.uniform_(param, -0.1, 0.1)
+        with torch.no_grad():
+            self.encoder.embedding.weight[PAD_ID].zero_()
+            self.decoder.embedding.weight[PAD_ID].zero_()
+
+    def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> SearchState:
+        """Encoder states and key projections (once per batch) and the decoder's initial state."""
+        states, final = self.encoder(src, src_lengths)
+        mask = src != PAD_ID  # (B, S)
+        attention = self.decoder.attention
+        keys = attention.project_keys(states) if attention is not None else states
+        memory = Memory(states, keys, mask)
+        return self.decoder.init_state(final, src.size(0)), memory
+
+    def forward(self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced attentional vectors (B, T, O); apply `generator` only where needed."""
+        state, memory = self.encode(src, src_lengths)
+        return self.decoder(tgt_in, state, memory)
+
+    def step_log_probs(
+        self, prev: torch.Tensor, search_state: SearchState
+    ) -> tuple[torch.Tensor, SearchState, torch.Tensor | None]:
+        """Score the next token: log-probs (B, V) for prev (B,); PAD and BOS are never generated."""
+        state, memory = search_state
+        vector, state, weights = self.decoder.step(prev, state, memory)
+        logits = self.generator(vector.squeeze(1)).float()
+        logits[:, PAD_ID] = float("-inf")
+        logits[:, BOS_ID] = float("-inf")
+        return torch.log_softmax(logits, dim=-1), (state, memory), weights
+
+    @staticmethod
+    def reorder(search_state: SearchState, index: torch.Tensor) -> SearchState:
+        state, memory = search_state
+        return state.select(index), memory.select(index)

@@ -1,0 +1,96 @@
+"""Training progress for people: a live panel on a terminal, plain log lines otherwise."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+
+def _clock(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def _ppl(loss: float | None) -> str:
+    return "–" if loss is None else f"{math.exp(min(loss, 50)):.2f}"
+
+
+class TrainDisplay:
+    """Turns trainer events into a live rich table (terminal) or one line per event (logs)."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.live: Live | None = None
+        self.last_train: dict[str, Any] = {}
+        self.last_valid: dict[str, Any] = {}
+
+    def __enter__(self) -> TrainDisplay:
+        if self.console.is_terminal:
+            self.live = Live(self._table(), console=self.console, refresh_per_second=4, transient=False)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live is not None:
+            self.live.__exit__(None, None, None)
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        kind = event.get("event")
+        if kind == "train":
+            self.last_train = event
+        elif kind == "valid":
+            self.last_valid = event
+        if self.live is not None and kind in ("train", "valid"):
+            self.live.update(self._table())
+        line = self._line(event)
+        if line and (self.live is None or kind not in ("train",)):
+            self.console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+    def _line(self, e: dict[str, Any]) -> str | None:
+        kind = e.get("event")
+        if kind == "config":
+            m, t = e["config"]["model"], e["config"]["train"]
+            model = " ".join(f"{k}={v}" for k, v in m.items())
+            train = " ".join(f"{k}={v}" for k, v in t.items())
+            return (f"config: model {model}\nconfig: train {train}\n"
+                    f"{e['parameters']:,} parameters on {e['device']}, {e['train_pairs']:,} training pairs"
+                    f" → {e['output']}")
+        if kind == "resumed":
+            return (f"resumed: step {e['step']}, epoch {e['epoch'] + 1}, batch {e['batch_index']}, "
+                    f"best dev BLEU {e['best_bleu']:.2f} (step {e['best_step']}), optimizer, "
+                    "schedule, RNG and early-stopping state restored")
+        if kind == "train":
+            return (f"step {e['step']} epoch {e['epoch']} loss {e['loss']:.3f} ppl {_ppl(e['loss'])} "
+                    f"lr {e['lr']:.2e} {e['tokens_per_s']:.0f} tok/s elapsed {_clock(e['elapsed'])} "
+                    f"left {_clock(e['remaining'])}")
+        if kind == "valid":
+            bleu = "–" if e["dev_bleu"] is None else f"{e['dev_bleu']:.2f}"
+            mark = " (best)" if e["improved"] else ""
+            return (f"validation at step {e['step']}: dev loss {e['dev_loss']} ppl {e['dev_ppl']} "
+                    f"BLEU {bleu}{mark} [{e['seconds']:.0f}s]")
+        if kind == "warning":
+            return f"warning: {e['message']}"
+        if kind == "done":
+            return (f"done: {e['step']} steps, {e['epoch']} epochs, best dev BLEU "
+                    f"{e['best_bleu']:.2f} at step {e['best_step']}, {_clock(e['train_seconds'])}")
+        return None
+
+    def _table(self) -> Table:
+        t, v = self.last_train, self.last_valid
+        table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
+        for name in ("epoch", "step", "loss", "ppl", "lr", "tok/s", "elapsed", "left", "dev BLEU"):
+            table.add_column(name, justify="right")
+        if t:
+            table.add_row(
+                f"{t['epoch']} ({t['batch']}/{t['batches']})", str(t["step"]), f"{t['loss']:.3f}",
+                _ppl(t["loss"]), f"{t['lr']:.2e}", f"{t['tokens_per_s']:.0f}", _clock(t["elapsed"]),
+                _clock(t["remaining"]),
+                "–" if not v or v.get("dev_bleu") is None else f"{v['dev_bleu']:.2f}",
+            )
+        return table

@@ -1,0 +1,86 @@
+"""One training run end to end: resolve the config, set up the model directory, train, stop cleanly."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from nmt_cli import checkpoint
+from nmt_cli.config import Config, resolve
+from nmt_cli.errors import NmtError
+
+
+def _with_vocab(config: Config, src_vocab: int, tgt_vocab: int) -> Config:
+    import dataclasses
+
+    model = dataclasses.replace(config.model, src_vocab_size=src_vocab, tgt_vocab_size=tgt_vocab)
+    return dataclasses.replace(config, model=model)
+
+
+def _prepare_model_dir(output: Path, resume: bool, force: bool) -> None:
+    if output.exists() and not output.is_dir():
+        raise NmtError(f"{output} exists and is not a directory; choose another --output")
+    has_model = (output / checkpoint.LAST_FILE).exists() or (output / checkpoint.MODEL_FILE).exists()
+    if resume and not (output / checkpoint.LAST_FILE).exists():
+        raise NmtError(f"nothing to resume in {output}: {checkpoint.LAST_FILE} is missing; drop --resume")
+    if has_model and not resume and not force:
+        raise NmtError(f"{output} already holds a model: add --resume to continue it or --force to start afresh")
+    output.mkdir(parents=True, exist_ok=True)
+
+
+class _StopOnSignal:
+    """SIGINT/SIGTERM ask the trainer to save and stop; a second SIGINT stops at once."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.event.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.event.set()
+
+    def __enter__(self) -> threading.Event:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self.event
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+def run_training(
+    data_dir: Path, output: Path, config_file: Path | None, overrides: dict[str, dict[str, Any]],
+    resume: bool = False, force: bool = False, on_event: Callable[[dict], None] = lambda e: None,
+):
+    """Train a model into `output`; returns the final Progress."""
+    from nmt_cli.data.datadir import load_data_dir
+    from nmt_cli.data.tokenizer import Tokenizer
+    from nmt_cli.lock import directory_lock
+    from nmt_cli.trainer import Trainer, copy_tokenizers
+
+    data = load_data_dir(data_dir)
+    base = None
+    if resume and config_file is None and (output / checkpoint.CONFIG_FILE).exists():
+        base = checkpoint.read_json(output / checkpoint.CONFIG_FILE)  # resume with the saved config
+    config = resolve(config_file, overrides, base=base)
+    config = _with_vocab(config, Tokenizer(data.src_spm).vocab_size, Tokenizer(data.tgt_spm).vocab_size)
+    _prepare_model_dir(output, resume, force)
+    with directory_lock(output), _StopOnSignal() as stop:
+        if force and not resume:
+            for name in (checkpoint.MODEL_FILE, checkpoint.LAST_FILE, checkpoint.META_FILE, "train.jsonl"):
+                (output / name).unlink(missing_ok=True)
+        trainer = Trainer(config, data, output, on_event=on_event, stop=stop)
+        checkpoint.write_json(output / checkpoint.CONFIG_FILE, config.to_dict())
+        copy_tokenizers(data, output)
+        on_event({"event": "config", "config": config.to_dict(), "device": str(trainer.device),
+                  "parameters": sum(p.numel() for p in trainer.model.parameters()),
+                  "train_pairs": len(trainer.train_rows), "output": str(output)})
+        if resume:
+            trainer.resume()
+        return trainer.train()

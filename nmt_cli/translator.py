@@ -1,0 +1,218 @@
+"""Translation with a trained model: batching by length, search, detokenisation, order kept.
+
+`decode_ids` is the core over token ids (used by validation too); `Translator` wraps a model
+directory and turns lines of text into `Translation`s, streaming chunk by chunk.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from nmt_cli import checkpoint
+from nmt_cli.batching import collate
+from nmt_cli.config import Config
+from nmt_cli.errors import ArtifactError, ConfigError
+from nmt_cli.model.seq2seq import BOS_ID, EOS_ID, UNK_ID, Seq2Seq
+from nmt_cli.search import Hypothesis, beam_search, greedy_search
+
+
+@dataclass
+class SearchOptions:
+    """How to search: beam size, n-best, length normalisation, output length limit."""
+
+    beam_size: int = 5  # 1 = greedy search
+    nbest: int = 1  # hypotheses returned per sentence (≤ beam size)
+    alpha: float = 1.0  # GNMT length penalty exponent ((5+len)/6)^alpha
+    max_len_ratio: float = 2.0  # at most ratio × source pieces + max_len_extra target pieces
+    max_len_extra: int = 10
+    batch_size: int = 64  # sentences per batch
+
+    def check(self) -> SearchOptions:
+        if self.beam_size < 1:
+            raise ConfigError(f"--beam must be ≥ 1, got {self.beam_size}")
+        if not 1 <= self.nbest <= self.beam_size:
+            raise ConfigError(f"--nbest must be between 1 and --beam ({self.beam_size}), got {self.nbest}")
+        if self.batch_size < 1:
+            raise ConfigError(f"--batch-size must be ≥ 1, got {self.batch_size}")
+        if self.max_len_ratio <= 0 or self.max_len_extra < 0:
+            raise ConfigError("--max-len-ratio must be > 0 and the extra length ≥ 0")
+        if self.alpha < 0:
+            raise ConfigError(f"--length-penalty must be ≥ 0, got {self.alpha}")
+        return self
+
+
+def _search_batch(model: Seq2Seq, sources: Sequence[np.ndarray], device: torch.device,
+                  options: SearchOptions) -> list[list[Hypothesis]]:
+    batch = collate(sources, [np.empty(0, dtype=np.int64)] * len(sources))
+    src, lengths = batch.src.to(device), batch.src_lengths.to(device)
+    state = model.encode(src, lengths)
+    max_lengths = (lengths.float() * options.max_len_ratio + options.max_len_extra).long()
+    if options.beam_size == 1:
+        best = greedy_search(model.step_log_probs, model.reorder, state, len(sources), BOS_ID,
+                             EOS_ID, max_lengths)
+        return [[h] for h in best]
+    return beam_search(model.step_log_probs, model.reorder, state, len(sources), BOS_ID, EOS_ID,
+                       max_lengths, beam_size=options.beam_size, nbest=options.nbest,
+                       alpha=options.alpha)
+
+
+@torch.inference_mode()
+def decode_ids(model: Seq2Seq, sources: Sequence[np.ndarray], device: torch.device,
+               options: SearchOptions | None = None, batch_size: int | None = None
+               ) -> list[list[Hypothesis]]:
+    """n-best lists for source id sequences, batched longest first, returned in input order."""
+    options = options or SearchOptions(beam_size=1)
+    size = batch_size or options.batch_size
+    model.eval()
+    order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
+    results: list[list[Hypothesis]] = [[] for _ in sources]
+    for start in range(0, len(order), size):
+        rows = order[start : start + size]
+        for row, nbest in zip(rows, _search_batch(model, [sources[i] for i in rows], device, options),
+                              strict=True):
+            results[row] = nbest
+    return results
+
+
+@dataclass
+class Translation:
+    """One translated line: the text, its pieces, score, and attention over the source pieces."""
+
+    source: str
+    text: str
+    src_pieces: list[str] = field(default_factory=list)
+    pieces: list[str] = field(default_factory=list)
+    score: float = 0.0
+    attention: np.ndarray | None = None  # (len(pieces) + 1, len(src_pieces)): a row per step incl. EOS
+    alternatives: list[tuple[str, float]] = field(default_factory=list)  # n-best (text, score), best first
+    truncated: bool = False  # the source was longer than the model's limit and was cut
+
+
+class Translator:
+    """A loaded model directory: model, configuration and tokenizers."""
+
+    def __init__(self, model: Seq2Seq, config: Config, src_tokenizer, tgt_tokenizer,
+                 device: torch.device, model_dir: Path):
+        self.model = model
+        self.config = config
+        self.src_tokenizer = src_tokenizer
+        self.tgt_tokenizer = tgt_tokenizer
+        self.device = device
+        self.model_dir = model_dir
+        self.max_source_pieces = config.train.max_len
+
+    @classmethod
+    def load(cls, model_dir: Path, device: str = "auto", quantize: bool = False,
+             threads: int = 0) -> Translator:
+        from nmt_cli.data.tokenizer import Tokenizer
+        from nmt_cli.trainer import pick_device
+
+        model_dir = Path(model_dir)
+        checkpoint.check_model_dir(model_dir)
+        if threads:
+            torch.set_num_threads(threads)
+        payload = checkpoint.load(model_dir / checkpoint.MODEL_FILE)
+        model, config = build_model(payload, model_dir / checkpoint.MODEL_FILE)
+        torch_device = pick_device(device)
+        if quantize:
+            if torch_device.type != "cpu":
+                raise ConfigError("--quantize is for CPU inference; add --device cpu")
+            model = quantize_model(model)
+        model.to(torch_device).eval()
+        src_tok = Tokenizer(model_dir / checkpoint.SRC_SPM)
+        tgt_tok = Tokenizer(model_dir / checkpoint.TGT_SPM)
+        return cls(model, config, src_tok, tgt_tok, torch_device, model_dir)
+
+    def translate_lines(self, lines: Iterable[str], options: SearchOptions, chunk_size: int = 512,
+                        replace_unk: bool = False, with_attention: bool = False
+                        ) -> Iterator[Translation]:
+        """Translate lines in chunks (memory stays flat), yielding one Translation per line, in order."""
+        options.check()
+        iterator = iter(lines)
+        while chunk := list(itertools.islice(iterator, chunk_size)):
+            yield from self.translate_chunk(chunk, options, replace_unk, with_attention)
+
+    def translate_chunk(self, lines: list[str], options: SearchOptions, replace_unk: bool = False,
+                        with_attention: bool = False) -> list[Translation]:
+        encoded = [self._encode_source(line) for line in lines]
+        todo = [i for i, (ids, _) in enumerate(encoded) if len(ids)]
+        nbests = decode_ids(self.model, [encoded[i][0] for i in todo], self.device, options)
+        results = [Translation(source=line, text="", truncated=encoded[i][1])
+                   for i, line in enumerate(lines)]
+        for i, nbest in zip(todo, nbests, strict=True):
+            results[i] = self._finish(lines[i], encoded[i], nbest, replace_unk, with_attention)
+        return results
+
+    def _encode_source(self, line: str) -> tuple[np.ndarray, bool]:
+        ids = self.src_tokenizer.encode(line.strip())
+        truncated = len(ids) > self.max_source_pieces
+        return np.asarray(ids[: self.max_source_pieces], dtype=np.int64), truncated
+
+    def _finish(self, line: str, encoded: tuple[np.ndarray, bool], nbest: list[Hypothesis],
+                replace_unk: bool, with_attention: bool) -> Translation:
+        src_ids, truncated = encoded
+        src_pieces = [self.src_tokenizer.id_to_piece(int(i)) for i in src_ids]
+        best = nbest[0]
+        attention = best.attention.numpy() if best.attention is not None else None
+        pieces = self._pieces(best, src_pieces, attention if replace_unk else None)
+        alternatives = [(self._text(self._pieces(h, src_pieces, None)), h.score) for h in nbest]
+        return Translation(
+            source=line, text=self._text(pieces), src_pieces=src_pieces, pieces=pieces,
+            score=best.score, attention=attention if with_attention else None,
+            alternatives=alternatives, truncated=truncated,
+        )
+
+    def _pieces(self, hyp: Hypothesis, src_pieces: list[str], attention: np.ndarray | None) -> list[str]:
+        pieces = [self.tgt_tokenizer.id_to_piece(t) for t in hyp.tokens]
+        if attention is None or not src_pieces:
+            return pieces
+        # Luong et al. 2015: an unknown word is replaced by the source word attended to most.
+        for step, token in enumerate(hyp.tokens):
+            if token == UNK_ID:
+                pieces[step] = src_pieces[int(attention[step].argmax())]
+        return pieces
+
+    def _text(self, pieces: list[str]) -> str:
+        return "".join(pieces).replace("▁", " ").strip()
+
+    @torch.inference_mode()
+    def forced_attention(self, source: str, target: str) -> tuple[list[str], list[str], np.ndarray]:
+        """Teacher-forced attention (T+1, S) of the model over the given target (rows incl. EOS)."""
+        if self.model.decoder.attention is None:
+            raise ConfigError(f"{self.model_dir} was trained with --attention none: it has no attention to align with")
+        src_ids = np.asarray(self.src_tokenizer.encode(source)[: self.max_source_pieces], dtype=np.int64)
+        tgt_ids = np.asarray(self.tgt_tokenizer.encode(target), dtype=np.int64)
+        batch = collate([src_ids], [tgt_ids]).to(self.device)
+        state = self.model.encode(batch.src, batch.src_lengths)
+        rows = []
+        for t in range(batch.tgt_in.size(1)):
+            _, state, weights = self.model.step_log_probs(batch.tgt_in[:, t], state)
+            rows.append(weights[0].float().cpu())
+        attention = torch.stack(rows).numpy()[:, : len(src_ids)]
+        src_pieces = [self.src_tokenizer.id_to_piece(int(i)) for i in src_ids]
+        tgt_pieces = [self.tgt_tokenizer.id_to_piece(int(i)) for i in tgt_ids]
+        return src_pieces, tgt_pieces, attention
+
+
+def build_model(payload: dict, path: Path) -> tuple[Seq2Seq, Config]:
+    """Rebuild the model from the configuration stored inside the checkpoint."""
+    try:
+        config = Config.from_dict(payload["config"], str(path))
+        model = Seq2Seq(config.model)
+        model.load_state_dict(payload["weights"])
+    except (KeyError, TypeError, RuntimeError, ConfigError) as exc:
+        raise ArtifactError(f"{path} does not hold a usable nmt model ({type(exc).__name__}): retrain it") from None
+    return model, config
+
+
+def quantize_model(model: Seq2Seq) -> Seq2Seq:
+    """int8 dynamic quantization of the linear and recurrent layers (CPU inference only)."""
+    from torch.ao.quantization import quantize_dynamic
+
+    return quantize_dynamic(model, {torch.nn.Linear, torch.nn.GRU, torch.nn.LSTM}, dtype=torch.qint8)

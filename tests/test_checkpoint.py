@@ -1,0 +1,108 @@
+"""The checkpoint format: round trip, refusal of unsafe or broken files, atomic writes."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from nmt_cli import checkpoint
+from nmt_cli.config import Config, ModelConfig
+from nmt_cli.errors import ArtifactError
+from nmt_cli.model.seq2seq import Seq2Seq
+from nmt_cli.translator import build_model
+
+
+def small_config() -> Config:
+    return Config(model=ModelConfig(src_vocab_size=30, tgt_vocab_size=30, emb_size=8, hidden_size=4))
+
+
+def test_round_trip_rebuilds_identical_model(tmp_path):
+    config = small_config()
+    model = Seq2Seq(config.model)
+    path = tmp_path / "model.pt"
+    checkpoint.save(path, {"config": config.to_dict(), "weights": model.state_dict()})
+    rebuilt, loaded_config = build_model(checkpoint.load(path), path)
+    assert loaded_config == config
+    for (name, a), (_, b) in zip(model.state_dict().items(), rebuilt.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name
+
+
+class _Payload:
+    """Unpickling this runs `touch <marker>`: what a hostile model file would do."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_malicious_pickle_is_refused_without_running(tmp_path):
+    marker = tmp_path / "pwned"
+    path = tmp_path / "model.pt"
+    torch.save({"format": checkpoint.FORMAT, "version": checkpoint.VERSION,
+                "weights": _Payload(marker)}, path)
+    with pytest.raises(ArtifactError, match="refused"):
+        checkpoint.load(path)
+    assert not marker.exists()
+
+
+def test_plain_pickle_file_is_refused(tmp_path):
+    marker = tmp_path / "pwned"
+    path = tmp_path / "model.pt"
+    path.write_bytes(pickle.dumps(_Payload(marker)))
+    with pytest.raises(ArtifactError):
+        checkpoint.load(path)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("content", [b"", b"not a checkpoint", b"PK\x03\x04garbage"])
+def test_foreign_or_empty_file_is_a_clear_error(tmp_path, content):
+    path = tmp_path / "model.pt"
+    path.write_bytes(content)
+    with pytest.raises(ArtifactError, match="model.pt"):
+        checkpoint.load(path)
+
+
+def test_truncated_checkpoint_is_a_clear_error(tmp_path):
+    path = tmp_path / "model.pt"
+    checkpoint.save(path, {"config": small_config().to_dict(),
+                           "weights": Seq2Seq(small_config().model).state_dict()})
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ArtifactError, match="truncated"):
+        checkpoint.load(path)
+
+
+def test_tensor_without_marker_is_refused(tmp_path):
+    path = tmp_path / "model.pt"
+    torch.save({"weights": {"x": torch.zeros(2)}}, path)
+    with pytest.raises(ArtifactError, match="not an nmt checkpoint"):
+        checkpoint.load(path)
+
+
+def test_kill_during_save_keeps_previous_checkpoint(tmp_path):
+    path = tmp_path / "last.pt"
+    checkpoint.save(path, {"step": 1, "weights": {"w": torch.ones(4)}})
+    # A child process starts saving a large checkpoint and is killed before it completes.
+    script = textwrap.dedent(f"""
+        import os, signal, torch
+        from nmt_cli import atomic
+        real_replace = os.replace
+        def die(*args):
+            os.kill(os.getpid(), signal.SIGKILL)
+        os.replace = die
+        from nmt_cli import checkpoint
+        checkpoint.save(__import__("pathlib").Path({str(path)!r}), {{"step": 2, "weights": {{"w": torch.zeros(1000000)}}}})
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True)
+    assert result.returncode == -9
+    payload = checkpoint.load(path)
+    assert payload["step"] == 1
+    assert torch.equal(payload["weights"]["w"], torch.ones(4))

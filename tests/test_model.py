@@ -1,0 +1,128 @@
+"""Properties of the attention encoder–decoder on tiny dimensions with fixed seeds."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from nmt_cli.batching import collate, make_batches
+from nmt_cli.config import ModelConfig
+from nmt_cli.errors import ConfigError
+from nmt_cli.model.attention import build_attention
+from nmt_cli.model.seq2seq import PAD_ID, Seq2Seq
+from nmt_cli.trainer import batch_loss
+
+VOCAB = 40
+
+
+def tiny(**changes) -> ModelConfig:
+    base = dict(src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, emb_size=12, hidden_size=8, dropout=0.0)
+    return ModelConfig(**{**base, **changes})
+
+
+def toy_batch(seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    lengths = [7, 3, 5, 1]
+    src = [torch.randint(4, VOCAB, (n,), generator=gen).numpy() for n in lengths]
+    tgt = [torch.randint(4, VOCAB, (n + 1,), generator=gen).numpy() for n in lengths]
+    return collate(src, tgt)
+
+
+@pytest.mark.parametrize("name", ["dot", "general", "additive"])
+def test_attention_weights_sum_to_one_and_ignore_padding(name):
+    torch.manual_seed(0)
+    attention = build_attention(name, 6, 6)
+    memory = torch.randn(3, 5, 6)
+    keys = attention.project_keys(memory)
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]], dtype=torch.bool)
+    context, weights = attention(torch.randn(3, 4, 6), keys, memory, mask)
+    assert context.shape == (3, 4, 6)
+    assert torch.allclose(weights.sum(-1), torch.ones(3, 4), atol=1e-6)
+    assert torch.all(weights.masked_select(~mask.unsqueeze(1).expand_as(weights)) == 0)
+    assert torch.all(weights[2, :, 0] == 1)
+
+
+def test_dot_attention_needs_matching_sizes():
+    with pytest.raises(ConfigError, match="general or additive"):
+        build_attention("dot", 6, 8)
+
+
+VARIANTS = list(itertools.product(["dot", "general", "additive", "none"], ["luong", "bahdanau"],
+                                  [False, True], ["gru", "lstm"]))
+
+
+@pytest.mark.parametrize(("attention", "style", "feed", "cell"), VARIANTS)
+def test_teacher_forced_path_equals_step_loop(attention, style, feed, cell):
+    torch.manual_seed(1)
+    model = Seq2Seq(tiny(attention=attention, decoder_style=style, input_feed=feed, cell=cell, layers=2))
+    model.eval()
+    batch = toy_batch()
+    state, memory = model.encode(batch.src, batch.src_lengths)
+    fast = model.decoder(batch.tgt_in, state, memory)
+    loop = model.decoder.forward_steps(batch.tgt_in, state, memory)
+    assert torch.allclose(fast, loop, atol=1e-5)
+
+
+def test_fused_path_used_only_without_recurrent_attention():
+    assert Seq2Seq(tiny(attention="general", input_feed=False)).decoder.fusable
+    assert Seq2Seq(tiny(attention="none", decoder_style="bahdanau")).decoder.fusable
+    assert not Seq2Seq(tiny(attention="general", input_feed=True)).decoder.fusable
+    assert not Seq2Seq(tiny(attention="additive", decoder_style="bahdanau")).decoder.fusable
+
+
+def test_fused_and_loop_give_same_loss_and_gradients():
+    torch.manual_seed(2)
+    model = Seq2Seq(tiny(attention="additive"))
+    batch = toy_batch(3)
+    loss_fast, _ = batch_loss(model, batch, 0.1)
+    loss_fast.backward()
+    grads_fast = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    state, memory = model.encode(batch.src, batch.src_lengths)
+    vectors = model.decoder.forward_steps(batch.tgt_in, state, memory)
+    real = batch.tgt_out != PAD_ID
+    loss_loop = torch.nn.functional.cross_entropy(
+        model.generator(vectors[real]), batch.tgt_out[real], label_smoothing=0.1, reduction="sum"
+    ) / batch.n_tokens
+    loss_loop.backward()
+    assert torch.allclose(loss_fast, loss_loop, atol=1e-6)
+    for fast, loop in zip(grads_fast, (p.grad for p in model.parameters()), strict=True):
+        assert torch.allclose(fast, loop, atol=1e-5)
+
+
+def test_padding_does_not_change_a_sentence_encoding():
+    torch.manual_seed(3)
+    model = Seq2Seq(tiny(attention="general")).eval()
+    batch = toy_batch()
+    alone = collate([batch.src[1, :3].numpy()], [batch.tgt_out[1, :4].numpy()])
+    vec_batch = model(batch.src, batch.src_lengths, batch.tgt_in)[1, :4]
+    vec_alone = model(alone.src, alone.src_lengths, alone.tgt_in)[0, :4]
+    assert torch.allclose(vec_batch, vec_alone, atol=1e-5)
+
+
+def test_step_log_probs_never_emit_pad_or_bos():
+    model = Seq2Seq(tiny()).eval()
+    batch = toy_batch()
+    state = model.encode(batch.src, batch.src_lengths)
+    log_probs, _, weights = model.step_log_probs(batch.tgt_in[:, 0], state)
+    assert torch.all(torch.isinf(log_probs[:, :3][:, [0, 2]]))
+    assert torch.allclose(log_probs.exp().sum(-1), torch.ones(4), atol=1e-5)
+    assert weights.shape == batch.src.shape
+
+
+def test_token_batches_cover_every_pair_once_with_bounded_padding():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    tgt = rng.integers(1, 40, 500)
+    src = rng.integers(1, 40, 500)
+    batches = make_batches(src, tgt, 400, seed=7, epoch=0)
+    rows = np.concatenate(batches)
+    assert sorted(rows.tolist()) == list(range(500))
+    assert all(len(b) * (tgt[b].max() + 1) <= 400 or len(b) == 1 for b in batches)
+    again = make_batches(src, tgt, 400, seed=7, epoch=0)
+    assert all(np.array_equal(a, b) for a, b in zip(batches, again, strict=True))
+    other = make_batches(src, tgt, 400, seed=7, epoch=1)
+    assert not all(np.array_equal(a, b) for a, b in zip(batches, other, strict=False))
