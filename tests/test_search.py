@@ -1,0 +1,308 @@
+"""Greedy and beam search driven by scripted scores, no neural model."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from nmt_cli.errors import ConfigError
+from nmt_cli.search import Hypothesis, beam_search, greedy_search, length_penalty
+
+BOS, EOS = 0, 1
+NEG_INF = float("-inf")
+
+
+class MarkovModel:
+    """Seeded log-probs and attention indexed by sentence, position and previous token."""
+
+    def __init__(
+        self,
+        sentences: int = 5,
+        positions: int = 12,
+        vocab: int = 7,
+        source: int = 4,
+        seed: int = 0,
+        eos_bias: float = 0.0,
+        attention: bool = True,
+    ) -> None:
+        generator = torch.Generator().manual_seed(seed)
+        shape = (sentences, positions + 1, vocab)
+        logits = 2 * torch.randn(*shape, vocab, generator=generator)  # (B, T, prev, V)
+        logits[..., BOS] = NEG_INF  # the model, not search, forbids BOS
+        logits[..., EOS] += eos_bias + torch.arange(positions + 1).view(1, -1, 1) * 0.3
+        # Normalised once here so a step only indexes: rows are bit-identical in any batch.
+        self.log_probs = logits.log_softmax(dim=-1)
+        self.attention = torch.randn(*shape, source, generator=generator).softmax(dim=-1)
+        self.with_attention = attention
+        self.rows: list[int] = []  # rows passed to each step call
+
+    def start(self, sentences: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """State of the given sentences before the first step: (sentence ids, positions)."""
+        return torch.tensor(sentences), torch.zeros(len(sentences), dtype=torch.long)
+
+    def step(
+        self, prev: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor], torch.Tensor | None]:
+        sentence, position = state
+        assert prev.shape == sentence.shape
+        self.rows.append(prev.numel())
+        attention = self.attention[sentence, position, prev] if self.with_attention else None
+        return self.log_probs[sentence, position, prev], (sentence, position + 1), attention
+
+    @staticmethod
+    def reorder(
+        state: tuple[torch.Tensor, torch.Tensor], index: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return state[0][index], state[1][index]
+
+    def next_log_probs(self, sentence: int, prefix: tuple[int, ...]) -> torch.Tensor:
+        """The (V,) log-probs after `prefix` for one sentence, for the reference searches."""
+        prev = prefix[-1] if prefix else BOS
+        return self.log_probs[sentence, len(prefix), prev]
+
+    def attention_for(self, sentence: int, tokens: list[int]) -> torch.Tensor:
+        """The (len+1, S) attention rows a hypothesis ending in EOS must carry."""
+        prevs = [BOS, *tokens]
+        return torch.stack([self.attention[sentence, i, p] for i, p in enumerate(prevs)])
+
+
+class PrefixModel:
+    """Next-token probabilities looked up by the whole prefix; unlisted prefixes end at once."""
+
+    def __init__(self, table: dict[tuple[int, ...], dict[int, float]], vocab: int = 6) -> None:
+        self.table = table
+        self.vocab = vocab
+
+    def step(
+        self, prev: torch.Tensor, state: list[tuple[int, ...]]
+    ) -> tuple[torch.Tensor, list[tuple[int, ...]], None]:
+        prefixes = [p if t == BOS else (*p, t) for p, t in zip(state, prev.tolist(), strict=True)]
+        log_probs = torch.full((len(prefixes), self.vocab), NEG_INF)
+        for row, prefix in enumerate(prefixes):
+            for token, prob in self.table.get(prefix, {EOS: 1.0}).items():
+                log_probs[row, token] = math.log(prob)
+        return log_probs, prefixes, None
+
+    @staticmethod
+    def reorder(state: list[tuple[int, ...]], index: torch.Tensor) -> list[tuple[int, ...]]:
+        return [state[i] for i in index.tolist()]
+
+
+def run_greedy(model: MarkovModel, sentences: list[int], limits: list[int]) -> list[Hypothesis]:
+    return greedy_search(
+        model.step, model.reorder, model.start(sentences), len(sentences), BOS, EOS,
+        torch.tensor(limits),
+    )  # fmt: skip
+
+
+def run_beam(
+    model: MarkovModel, sentences: list[int], limits: list[int], **options: float
+) -> list[list[Hypothesis]]:
+    return beam_search(
+        model.step, model.reorder, model.start(sentences), len(sentences), BOS, EOS,
+        torch.tensor(limits), **options,
+    )  # fmt: skip
+
+
+def reference_greedy(model: MarkovModel, sentence: int, limit: int) -> tuple[list[int], float]:
+    """Argmax decoding of one sentence, one token at a time."""
+    tokens: list[int] = []
+    total = torch.zeros(())
+    while True:
+        log_probs = model.next_log_probs(sentence, tuple(tokens))
+        token = EOS if len(tokens) == limit else int(log_probs.argmax())
+        total = total + log_probs[token]
+        if token == EOS:
+            return tokens, float(total)
+        tokens.append(token)
+
+
+def reference_beam(
+    model: MarkovModel, sentence: int, limit: int, beam_size: int, alpha: float
+) -> list[tuple[list[int], float]]:
+    """Every hypothesis an exhaustive beam finishes (no early stop), best first."""
+    live = [((), torch.zeros(()))]
+    finished: list[tuple[list[int], float]] = []
+    while live:
+        candidates = []
+        for prefix, score in live:
+            log_probs = model.next_log_probs(sentence, prefix)
+            for token in [EOS] if len(prefix) == limit else range(log_probs.numel()):
+                total = score + log_probs[token]
+                if math.isfinite(total):
+                    candidates.append((float(total), (*prefix, token), total))
+        candidates.sort(key=lambda c: -c[0])
+        live = []
+        for raw, path, total in candidates[:beam_size]:
+            if path[-1] == EOS:
+                finished.append((list(path[:-1]), raw / length_penalty(len(path), alpha)))
+            else:
+                live.append((path, total))
+    return sorted(finished, key=lambda f: -f[1])
+
+
+LIMITS = [3, 7, 0, 10, 5]
+
+
+def test_greedy_takes_the_argmax_sequence() -> None:
+    model = MarkovModel(seed=1)
+    results = run_greedy(model, list(range(5)), LIMITS)
+    for sentence, (hypothesis, limit) in enumerate(zip(results, LIMITS, strict=True)):
+        tokens, log_prob = reference_greedy(model, sentence, limit)
+        assert hypothesis.tokens == tokens
+        assert hypothesis.log_prob == pytest.approx(log_prob, abs=1e-5)
+        assert hypothesis.score == pytest.approx(log_prob / ((5 + len(tokens) + 1) / 6))
+
+
+def test_greedy_finished_sentences_leave_the_batch() -> None:
+    model = MarkovModel(seed=2)
+    results = run_greedy(model, list(range(5)), LIMITS)
+    steps = [len(h.tokens) + 1 for h in results]  # calls each sentence needed, EOS included
+    assert len(model.rows) == max(steps)
+    assert model.rows == [sum(s > t for s in steps) for t in range(max(steps))]
+
+
+def test_beam_of_one_equals_greedy_exactly() -> None:
+    for seed in range(4):
+        greedy = run_greedy(MarkovModel(seed=seed), list(range(5)), LIMITS)
+        beam = run_beam(MarkovModel(seed=seed), list(range(5)), LIMITS, beam_size=1)
+        for g, (b,) in zip(greedy, beam, strict=True):
+            assert (b.tokens, b.score, b.log_prob) == (g.tokens, g.score, g.log_prob)
+            assert torch.equal(b.attention, g.attention)
+
+
+GARDEN_PATH = {  # tokens 2 and 3: greedy takes 2, whose continuations are all weak
+    (): {2: 0.55, 3: 0.45},
+    (2,): {EOS: 0.3, 2: 0.25, 3: 0.25, 4: 0.2},
+    (3,): {EOS: 0.9, 4: 0.1},
+}
+
+
+def test_beam_finds_a_better_sequence_than_greedy() -> None:
+    model = PrefixModel(GARDEN_PATH)
+    limits = torch.tensor([5])
+    (greedy,) = greedy_search(model.step, model.reorder, [()], 1, BOS, EOS, limits)
+    ((beam,),) = beam_search(model.step, model.reorder, [()], 1, BOS, EOS, limits, beam_size=2)
+    assert greedy.tokens == [2]
+    assert beam.tokens == [3]
+    assert beam.log_prob == pytest.approx(math.log(0.45 * 0.9))
+    assert beam.log_prob > greedy.log_prob
+    assert beam.attention is None
+
+
+LENGTH_CASE = {  # [2] scores log-prob -1.0 and [3, 4] -1.1: better raw, worse per length
+    (): {2: math.exp(-1.0), 3: math.exp(-1.1), 5: 1 - math.exp(-1.0) - math.exp(-1.1)},
+    (3,): {4: 1.0},
+}
+
+
+@pytest.mark.parametrize(("alpha", "winner"), [(0.0, [2]), (1.0, [3, 4])])
+def test_length_penalty_changes_the_winner(alpha: float, winner: list[int]) -> None:
+    model = PrefixModel(LENGTH_CASE)
+    ((best,),) = beam_search(
+        model.step, model.reorder, [()], 1, BOS, EOS, torch.tensor([10]), beam_size=3, alpha=alpha
+    )
+    assert best.tokens == winner
+    assert best.score == pytest.approx(best.log_prob / length_penalty(len(winner) + 1, alpha))
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0, 2.0])
+def test_beam_n_best_equals_an_exhaustive_beam(alpha: float) -> None:
+    for seed in range(3):
+        model = MarkovModel(seed=seed, eos_bias=-1.0)
+        results = run_beam(model, list(range(5)), LIMITS, beam_size=4, nbest=3, alpha=alpha)
+        for sentence, (nbest, limit) in enumerate(zip(results, LIMITS, strict=True)):
+            expected = reference_beam(model, sentence, limit, beam_size=4, alpha=alpha)[:3]
+            assert [h.tokens for h in nbest] == [tokens for tokens, _ in expected]
+            assert [h.score for h in nbest] == pytest.approx([score for _, score in expected])
+
+
+def test_n_best_is_sorted_distinct_and_led_by_the_one_best() -> None:
+    model = MarkovModel(seed=3)
+    five = run_beam(model, list(range(5)), LIMITS, beam_size=5, nbest=5)
+    one = run_beam(model, list(range(5)), LIMITS, beam_size=5, nbest=1)
+    for nbest, (best,), limit in zip(five, one, LIMITS, strict=True):
+        scores = [h.score for h in nbest]
+        assert scores == sorted(scores, reverse=True)
+        assert len({tuple(h.tokens) for h in nbest}) == len(nbest) == (5 if limit else 1)
+        assert (best.tokens, best.score) == (nbest[0].tokens, nbest[0].score)
+
+
+def test_settled_sentences_leave_the_beam() -> None:
+    model = MarkovModel(sentences=2, seed=4)
+    model.log_probs[0] = -30.0  # sentence 0 is sure to end at once
+    model.log_probs[0, ..., EOS] = 0.0
+    results = run_beam(model, [0, 1], [8, 8], beam_size=3)
+    assert results[0][0].tokens == []
+    assert model.rows[0] == 2  # one row per sentence before the beam opens
+    assert all(rows <= 3 for rows in model.rows[1:])  # sentence 0 is gone after one step
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_max_lengths_are_respected(search: str) -> None:
+    model = MarkovModel(seed=5, eos_bias=-20.0)  # EOS only when forced
+    if search == "greedy":
+        results = [[h] for h in run_greedy(model, list(range(5)), LIMITS)]
+    else:
+        results = run_beam(model, list(range(5)), LIMITS, beam_size=3, nbest=2)
+    for nbest, limit in zip(results, LIMITS, strict=True):
+        for hypothesis in nbest:
+            assert len(hypothesis.tokens) == limit
+            assert hypothesis.attention.shape == (limit + 1, 4)
+            assert math.isfinite(hypothesis.log_prob)
+
+
+def test_results_do_not_depend_on_batch_composition() -> None:
+    model = MarkovModel(seed=6)
+    batched = run_beam(model, list(range(5)), LIMITS, beam_size=4, nbest=2, alpha=0.6)
+    greedy = run_greedy(model, list(range(5)), LIMITS)
+    for sentence, limit in enumerate(LIMITS):
+        (alone,) = run_beam(model, [sentence], [limit], beam_size=4, nbest=2, alpha=0.6)
+        (greedy_alone,) = run_greedy(model, [sentence], [limit])
+        for a, b in zip(
+            [*alone, greedy_alone], [*batched[sentence], greedy[sentence]], strict=True
+        ):
+            assert (a.tokens, a.score, a.log_prob) == (b.tokens, b.score, b.log_prob)
+            assert torch.equal(a.attention, b.attention)
+
+
+def test_attention_rows_follow_the_tokens() -> None:
+    model = MarkovModel(seed=7)
+    beams = run_beam(model, list(range(5)), LIMITS, beam_size=3, nbest=3)
+    greedy = run_greedy(model, list(range(5)), LIMITS)
+    for sentence in range(5):
+        for hypothesis in [*beams[sentence], greedy[sentence]]:
+            expected = model.attention_for(sentence, hypothesis.tokens)
+            assert hypothesis.attention.device.type == "cpu"
+            assert torch.equal(hypothesis.attention, expected)
+
+
+def test_without_attention_hypotheses_carry_none() -> None:
+    model = MarkovModel(seed=8, attention=False)
+    assert all(h.attention is None for h in run_greedy(model, list(range(5)), LIMITS))
+    assert all(h.attention is None for n in run_beam(model, [0, 1], [4, 6]) for h in n)
+
+
+def test_first_step_sees_bos_and_an_empty_batch_needs_no_step() -> None:
+    seen: list[torch.Tensor] = []
+    model = MarkovModel(seed=9)
+
+    def step(prev, state):  # noqa: ANN001, ANN202
+        seen.append(prev)
+        return model.step(prev, state)
+
+    beam_search(step, model.reorder, model.start([0, 1]), 2, BOS, EOS, torch.tensor([3, 3]))
+    assert seen[0].tolist() == [BOS, BOS]
+    calls, nothing = len(seen), torch.zeros(0, dtype=torch.long)
+    assert beam_search(step, model.reorder, None, 0, BOS, EOS, nothing) == []
+    assert greedy_search(step, model.reorder, None, 0, BOS, EOS, nothing) == []
+    assert len(seen) == calls
+
+
+@pytest.mark.parametrize(("beam_size", "nbest"), [(0, 1), (2, 3), (3, 0)])
+def test_impossible_beam_options_are_config_errors(beam_size: int, nbest: int) -> None:
+    model = MarkovModel()
+    with pytest.raises(ConfigError, match="beam size|nbest"):
+        run_beam(model, [0], [3], beam_size=beam_size, nbest=nbest)
