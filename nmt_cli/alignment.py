@@ -1,0 +1,479 @@
+"""Word alignments from attention: merging pieces into words, extraction, symmetrisation, AER.
+
+Everything here works on numpy attention matrices and word lists; nothing loads a model.
+
+Shapes: T target length, S source length (in pieces, words or characters as stated).
+Links are (source index, target index) pairs, 0-based, over the merged units, the orientation
+of the Pharaoh format that fast_align, eflomal and Moses write.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from nmt_cli.errors import ConfigError, InputError
+
+MARKER = "\u2581"  # "▁": SentencePiece's sign that a piece starts a whitespace word
+EOS_WORD = "</s>"
+UNITS = ("word", "char", "piece")
+EXTRACTION_METHODS = ("argmax", "threshold")
+SYMMETRIZATION_METHODS = (
+    "intersection",
+    "union",
+    "grow-diag",
+    "grow-diag-final",
+    "grow-diag-final-and",
+)
+
+Link = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class WordAttention:
+    """Attention merged to display units: `weights` (T, S) rows are target units, columns source."""
+
+    weights: np.ndarray
+    src_words: list[str]
+    tgt_words: list[str]
+
+
+@dataclass(frozen=True)
+class GoldAlignment:
+    """Reference links of one sentence pair; `possible` includes `sure` (Och & Ney 2003)."""
+
+    sure: frozenset[Link]
+    possible: frozenset[Link]
+
+
+@dataclass(frozen=True)
+class AlignmentScore:
+    """Corpus-level alignment quality (Och & Ney 2003) with the counts it is computed from."""
+
+    aer: float
+    precision: float
+    recall: float
+    predicted: int  # |A|
+    sure: int  # |S|
+    sure_hits: int  # |A ∩ S|
+    possible_hits: int  # |A ∩ P|
+
+
+def _choice(value: str, valid: tuple[str, ...], what: str) -> str:
+    if value not in valid:
+        raise ConfigError(f"unknown {what} {value!r}; choose one of: {', '.join(valid)}")
+    return value
+
+
+# --- pieces to words ------------------------------------------------------------------------
+
+
+def merge_to_words(
+    attention: np.ndarray,
+    src_pieces: list[str],
+    tgt_pieces: list[str],
+    unit: str = "word",
+    drop_eos: bool = True,
+) -> WordAttention:
+    """Merge piece-level attention (T_pieces[+1], S_pieces[+1]) into words, characters or pieces.
+
+    A piece starts a whitespace word when it begins with "▁" (the first piece always does; a
+    lone "▁" piece joins the word that follows it). Columns of a word are *summed*: a row is a
+    distribution over source positions, so sums keep every row summing to 1. Rows of a word are
+    *averaged*: each is one decoder step's distribution, and their mean is one as well.
+    `unit="char"` (scripts written without spaces) splits pieces into characters: a source
+    piece's weight is shared evenly by its characters, a target piece's row is copied to each
+    (a lone "▁" goes with the characters of the piece after it).
+    `unit="piece"` keeps pieces, marker removed.
+
+    One extra column is the source EOS and one extra row the target EOS step. With `drop_eos`
+    both are removed and rows renormalised over the real source; without it they are kept as
+    the pseudo-word "</s>".
+    """
+    _choice(unit, UNITS, "alignment unit")
+    attention = np.asarray(attention, dtype=np.float64)
+    eos_row, eos_col = _eos_layout(attention, len(tgt_pieces), len(src_pieces))
+    src_names, src_members = _units(src_pieces, unit)  # (S_units, S_pieces)
+    tgt_names, tgt_members = _units(tgt_pieces, unit)  # (T_units, T_pieces)
+    if drop_eos:
+        attention = attention[: len(tgt_pieces), : len(src_pieces)]
+        attention = _renormalise(attention) if eos_col else attention
+    else:
+        if eos_col:
+            src_names, src_members = src_names + [EOS_WORD], _add_identity(src_members)
+        if eos_row:
+            tgt_names, tgt_members = tgt_names + [EOS_WORD], _add_identity(tgt_members)
+    src_share = _renormalise(src_members.T)  # (S_pieces, S_units): a piece's weight is shared
+    tgt_mean = _renormalise(tgt_members)  # (T_units, T_pieces): a unit's row is a mean
+    weights = tgt_mean @ attention @ src_share  # (T_units, S_units)
+    return WordAttention(weights=weights, src_words=src_names, tgt_words=tgt_names)
+
+
+def _eos_layout(attention: np.ndarray, n_tgt: int, n_src: int) -> tuple[bool, bool]:
+    """Whether the matrix carries an extra target-EOS row and an extra source-EOS column."""
+    if attention.ndim != 2:
+        raise ValueError(f"attention must be a matrix, got shape {attention.shape}")
+    rows, cols = attention.shape
+    if rows not in (n_tgt, n_tgt + 1) or cols not in (n_src, n_src + 1):
+        raise ValueError(
+            f"attention of shape {attention.shape} does not fit {n_tgt} target and "
+            f"{n_src} source pieces (one extra row and column for EOS are allowed)"
+        )
+    return rows == n_tgt + 1, cols == n_src + 1
+
+
+def _renormalise(attention: np.ndarray) -> np.ndarray:
+    """Rows rescaled to sum to 1; a row with no weight left stays all zero."""
+    totals = attention.sum(axis=1, keepdims=True)
+    return np.divide(attention, totals, out=np.zeros_like(attention), where=totals > 0)
+
+
+def _add_identity(members: np.ndarray) -> np.ndarray:
+    """The membership matrix with one more unit made of one more piece (the EOS pseudo-word)."""
+    rows, cols = members.shape
+    grown = np.zeros((rows + 1, cols + 1))
+    grown[:rows, :cols] = members
+    grown[rows, cols] = 1.0
+    return grown
+
+
+def _word_groups(pieces: list[str]) -> list[list[int]]:
+    """Piece indices of each whitespace word, following the "▁" marker."""
+    groups: list[list[int]] = []
+    after_lone_marker = False
+    for k, piece in enumerate(pieces):
+        trailing_marker = piece == MARKER and k == len(pieces) - 1 and k > 0
+        starts = not groups or (
+            piece.startswith(MARKER) and not after_lone_marker and not trailing_marker
+        )
+        if starts:
+            groups.append([])
+        groups[-1].append(k)
+        after_lone_marker = piece == MARKER
+    return groups
+
+
+def _strip(piece: str) -> str:
+    return piece.replace(MARKER, "")
+
+
+def _char_carriers(pieces: list[str]) -> list[int]:
+    """For each piece, the piece whose characters receive its weight (a lone "▁" has none)."""
+    has_chars = [bool(_strip(p)) for p in pieces]
+    carriers = []
+    for k in range(len(pieces)):
+        following = [m for m in range(k, len(pieces)) if has_chars[m]]
+        preceding = [m for m in range(k - 1, -1, -1) if has_chars[m]]
+        carriers.append((following or preceding or [k])[0])
+    return carriers
+
+
+def _units(pieces: list[str], unit: str) -> tuple[list[str], np.ndarray]:
+    """Unit names and the (units, pieces) 0/1 matrix saying which pieces make up which unit."""
+    if unit == "piece":
+        return [_strip(p) or p for p in pieces], np.eye(len(pieces))
+    if unit == "word":
+        groups = _word_groups(pieces)
+        names = [_strip("".join(pieces[k] for k in group)) for group in groups]
+        members = [(w, k) for w, group in enumerate(groups) for k in group]
+    else:
+        chars = [(char, k) for k, piece in enumerate(pieces) for char in _strip(piece)]
+        names = [char for char, _ in chars]
+        carriers = _char_carriers(pieces)
+        members = [
+            (c, k)
+            for c, (_, owner) in enumerate(chars)
+            for k in range(len(pieces))
+            if carriers[k] == owner
+        ]
+    matrix = np.zeros((len(names), len(pieces)))
+    for u, k in members:
+        matrix[u, k] = 1.0
+    return names, matrix
+
+
+def shift_rows(attention: np.ndarray, shift: int = 1) -> np.ndarray:
+    """Rows moved by `shift` steps (row j takes row j+shift, clamped at the ends), shape kept.
+
+    A Bahdanau-style decoder attends at step t before it emits y_t, and some find that the
+    attention of step t+1 aligns y_t better. Pass the matrix with its target-EOS row: the last
+    real piece then takes the EOS step's row; without it the last row keeps its own.
+    """
+    attention = np.asarray(attention)
+    rows = attention.shape[0]
+    if rows == 0:
+        return attention.copy()
+    return attention[np.clip(np.arange(rows) + shift, 0, rows - 1)]
+
+
+# --- links from weights ---------------------------------------------------------------------
+
+
+def extract_links(weights: np.ndarray, method: str = "argmax", threshold: float = 0.5) -> set[Link]:
+    """Links (source i, target j) from word attention (T, S).
+
+    "argmax": the most attended source word of every target word (ties: the first; a row with
+    no weight gives no link). "threshold": every cell with weight >= `threshold`, nothing else,
+    so a target word whose attention is spread thinly stays unaligned.
+    """
+    _choice(method, EXTRACTION_METHODS, "link extraction method")
+    weights = np.asarray(weights)
+    if method == "argmax":
+        if weights.shape[1] == 0:
+            return set()
+        best = weights.argmax(axis=1)
+        return {(int(best[j]), j) for j in range(weights.shape[0]) if weights[j, best[j]] > 0}
+    if not 0.0 < threshold <= 1.0:
+        raise ConfigError(f"alignment threshold must be in (0, 1], got {threshold}")
+    targets, sources = np.nonzero(weights >= threshold)
+    return {(int(i), int(j)) for j, i in zip(targets, sources, strict=True)}
+
+
+def transpose_links(links: Iterable[Link]) -> set[Link]:
+    """Swap both sides of every link, e.g. to read a target→source model's links as (src, tgt)."""
+    return {(b, a) for a, b in links}
+
+
+_NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
+
+
+def symmetrize(
+    forward: set[Link],
+    backward: set[Link],
+    method: str = "grow-diag-final-and",
+    src_len: int | None = None,
+    tgt_len: int | None = None,
+) -> set[Link]:
+    """Combine two directional alignments, both as (src, tgt), by Koehn et al. (2003)'s heuristic.
+
+    intersection / union as named; grow-diag starts from the intersection and, until nothing
+    changes, adds union links next to (diagonals included) an alignment link when one of their
+    two words is still unaligned; grow-diag-final then adds union links (forward's first) whose
+    source or target word is unaligned; grow-diag-final-and only those with both unaligned.
+    Positions are visited source-major (i, then j), so the result is deterministic.
+    """
+    _choice(method, SYMMETRIZATION_METHODS, "symmetrization method")
+    union = set(forward) | set(backward)
+    src_len = _extent(union, 0, src_len, "source")
+    tgt_len = _extent(union, 1, tgt_len, "target")
+    if method in ("intersection", "union"):
+        return set(forward) & set(backward) if method == "intersection" else union
+    aligned = set(forward) & set(backward)
+    _grow_diag(aligned, union, src_len, tgt_len)
+    if method != "grow-diag":
+        both_unaligned = method == "grow-diag-final-and"
+        for directional in (forward, backward):
+            _final(aligned, directional, both_unaligned)
+    return aligned
+
+
+def _extent(links: set[Link], side: int, given: int | None, name: str) -> int:
+    """Sentence length on one side: the given one (checked) or one past the largest index."""
+    largest = max((link[side] for link in links), default=-1)
+    if given is None:
+        return largest + 1
+    if largest >= given:
+        raise ValueError(f"a link reaches {name} index {largest} but the {name} has {given} words")
+    return given
+
+
+def _grow_diag(aligned: set[Link], union: set[Link], src_len: int, tgt_len: int) -> None:
+    """Add union neighbours of alignment links while one of their two words is unaligned."""
+    src_done = {i for i, _ in aligned}
+    tgt_done = {j for _, j in aligned}
+    grew = True
+    while grew:
+        grew = False
+        for point in itertools.product(range(src_len), range(tgt_len)):
+            if point not in aligned:
+                continue
+            for new in _neighbours(point):
+                free = new[0] not in src_done or new[1] not in tgt_done
+                if free and new in union and new not in aligned:
+                    aligned.add(new)
+                    src_done.add(new[0])
+                    tgt_done.add(new[1])
+                    grew = True
+
+
+def _neighbours(point: Link) -> list[Link]:
+    """The eight points around a link: sides first, then diagonals."""
+    i, j = point
+    return [(i + di, j + dj) for di, dj in _NEIGHBOURS]
+
+
+def _final(aligned: set[Link], directional: set[Link], both_unaligned: bool) -> None:
+    """Add directional links whose source or (with `both_unaligned`) and target word is free."""
+    src_done = {i for i, _ in aligned}
+    tgt_done = {j for _, j in aligned}
+    for i, j in sorted(directional):
+        src_free, tgt_free = i not in src_done, j not in tgt_done
+        if (src_free and tgt_free) if both_unaligned else (src_free or tgt_free):
+            aligned.add((i, j))
+            src_done.add(i)
+            tgt_done.add(j)
+
+
+# --- Pharaoh text ---------------------------------------------------------------------------
+
+
+def format_pharaoh(links: Iterable[Link]) -> str:
+    """Links as one Pharaoh line "i-j i-j ...", sorted by source index, then target index."""
+    return " ".join(f"{i}-{j}" for i, j in sorted(links))
+
+
+def parse_pharaoh(line: str) -> set[Link]:
+    """The links of one Pharaoh line of sure links ("0-0 1-2"); an empty line has none."""
+    links = set()
+    for token in line.split():
+        match = re.fullmatch(r"(\d+)-(\d+)", token)
+        if match is None:
+            raise InputError(f"{token!r} is not an alignment link; expected i-j, e.g. 0-1")
+        links.add((int(match[1]), int(match[2])))
+    return links
+
+
+# --- gold alignments ------------------------------------------------------------------------
+
+_PHARAOH_TOKEN = re.compile(r"(\d+)([-?p])(\d+)")
+_NAACL_LINE = re.compile(r"(\d+)\s+(\d+)\s+(\d+)(?:\s+([SP]))?(?:\s+[0-9.]+)?")
+
+
+def read_gold(
+    source: str | Path | Iterable[str], name: str | None = None, one_based: bool | None = None
+) -> list[GoldAlignment]:
+    """Reference alignments from a file path or lines, in Pharaoh or NAACL 2003 form (detected).
+
+    Pharaoh: one line per sentence, "i-j" a sure link, "i?j" or "ipj" a possible one, 0-based.
+    NAACL 2003 (Mihalcea & Pedersen): one link per line, "sentence source target [S|P]", all
+    1-based, sentence numbers counting corpus lines from 1; S is the default; position 0 is the
+    NULL word and is skipped. Position L1 is taken as the source side. `one_based` overrides the
+    format's usual index base. A line that fits neither raises InputError with its number.
+    """
+    name, lines = _gold_lines(source, name)
+    first = next((k for k, line in enumerate(lines) if line.strip()), None)
+    if first is None:
+        return [GoldAlignment(frozenset(), frozenset()) for _ in lines]
+    if _NAACL_LINE.fullmatch(lines[first].strip()):
+        return _read_naacl(lines, name, 1 if one_based in (None, True) else 0)
+    return _read_pharaoh(lines, name, 1 if one_based else 0)
+
+
+def _gold_lines(source: str | Path | Iterable[str], name: str | None) -> tuple[str, list[str]]:
+    """A display name and the lines of a gold file or of lines given directly."""
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise InputError(f"cannot read gold alignments {path}: {error}") from error
+        return name or str(path), text.splitlines()
+    return name or "<gold alignments>", [line.rstrip("\n") for line in source]
+
+
+def _read_pharaoh(lines: list[str], name: str, base: int) -> list[GoldAlignment]:
+    gold = []
+    for number, line in enumerate(lines, start=1):
+        sure, possible = set(), set()
+        for token in line.split():
+            match = _PHARAOH_TOKEN.fullmatch(token)
+            if match is None:
+                raise _bad_gold_line(
+                    name, number, line, "Pharaoh links i-j (sure), i?j or ipj (possible)"
+                )
+            link = (int(match[1]) - base, int(match[3]) - base)
+            (sure if match[2] == "-" else possible).add(link)
+        gold.append(GoldAlignment(frozenset(sure), frozenset(sure | possible)))
+    return gold
+
+
+def _read_naacl(lines: list[str], name: str, base: int) -> list[GoldAlignment]:
+    sure: dict[int, set[Link]] = defaultdict(set)
+    possible: dict[int, set[Link]] = defaultdict(set)
+    last = 0
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        match = _NAACL_LINE.fullmatch(line.strip())
+        if match is None:
+            raise _bad_gold_line(name, number, line, "NAACL 'sentence source target [S|P]'")
+        if int(match[1]) < 1:
+            raise _bad_gold_line(name, number, line, "sentence numbers counted from 1")
+        sentence, src, tgt = int(match[1]), int(match[2]), int(match[3])
+        last = max(last, sentence)
+        if base == 1 and (src == 0 or tgt == 0):
+            continue  # a link to the NULL word
+        link = (src - base, tgt - base)
+        possible[sentence].add(link)
+        if match[4] != "P":
+            sure[sentence].add(link)
+    return [
+        GoldAlignment(frozenset(sure[s]), frozenset(possible[s] | sure[s]))
+        for s in range(1, last + 1)
+    ]
+
+
+def _bad_gold_line(name: str, number: int, line: str, expected: str) -> InputError:
+    shown = line if len(line) <= 60 else line[:57] + "..."
+    return InputError(f"{name}, line {number}: cannot read {shown!r}; expected {expected}")
+
+
+def check_range(gold: list[GoldAlignment], src_lens: list[int], tgt_lens: list[int]) -> list[str]:
+    """Problems that make gold links unusable for these sentence lengths, one message each."""
+    problems = []
+    if len(gold) != len(src_lens) or len(src_lens) != len(tgt_lens):
+        problems.append(
+            f"the gold alignments cover {len(gold)} sentences but the corpus has "
+            f"{len(src_lens)} source and {len(tgt_lens)} target sentences"
+        )
+    for number, (ref, n_src, n_tgt) in enumerate(
+        zip(gold, src_lens, tgt_lens, strict=False), start=1
+    ):
+        for i, j in sorted(ref.possible):
+            if not (0 <= i < n_src and 0 <= j < n_tgt):
+                problems.append(
+                    f"sentence {number}: link {i}-{j} lies outside the sentence "
+                    f"({n_src} source words, {n_tgt} target words)"
+                )
+    return problems
+
+
+# --- scoring --------------------------------------------------------------------------------
+
+
+def score_alignments(predicted: list[set[Link]], gold: list[GoldAlignment]) -> AlignmentScore:
+    """Corpus AER, precision and recall of predicted links against sure/possible gold links.
+
+    AER = 1 - (|A∩S| + |A∩P|) / (|A| + |S|), precision = |A∩P| / |A|, recall = |A∩S| / |S|,
+    counts summed over the corpus (Och & Ney 2003). A ratio over an empty count earns no
+    credit: precision 0 when nothing is predicted, recall 0 without sure links, and AER 1 when
+    both are empty, so an empty prediction never looks good.
+    """
+    if len(predicted) != len(gold):
+        raise InputError(
+            f"{len(predicted)} predicted alignments but {len(gold)} gold alignments; "
+            "give one per sentence pair in both"
+        )
+    n_pred = sum(len(a) for a in predicted)
+    n_sure = sum(len(g.sure) for g in gold)
+    sure_hits = sum(len(set(a) & g.sure) for a, g in zip(predicted, gold, strict=True))
+    possible_hits = sum(len(set(a) & g.possible) for a, g in zip(predicted, gold, strict=True))
+    return AlignmentScore(
+        aer=1.0 - _ratio(sure_hits + possible_hits, n_pred + n_sure),
+        precision=_ratio(possible_hits, n_pred),
+        recall=_ratio(sure_hits, n_sure),
+        predicted=n_pred,
+        sure=n_sure,
+        sure_hits=sure_hits,
+        possible_hits=possible_hits,
+    )
+
+
+def _ratio(hits: int, total: int) -> float:
+    return hits / total if total else 0.0

@@ -1,0 +1,284 @@
+"""Alignment core: piece→word merging, link extraction, symmetrisation, gold files and AER."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nmt_cli.alignment import (
+    GoldAlignment,
+    check_range,
+    extract_links,
+    format_pharaoh,
+    merge_to_words,
+    parse_pharaoh,
+    read_gold,
+    score_alignments,
+    shift_rows,
+    symmetrize,
+    transpose_links,
+)
+from nmt_cli.errors import ConfigError, InputError
+
+# --- merging pieces ---------------------------------------------------------------------------
+
+
+def test_words_sum_source_pieces_and_average_target_pieces():
+    # Source words: Das | Häus+chen | .   Target words: the | hou+se
+    src = ["▁Das", "▁Häus", "chen", "▁."]
+    tgt = ["▁the", "▁hou", "se"]
+    attention = np.array(
+        [
+            [0.7, 0.1, 0.1, 0.1],
+            [0.1, 0.4, 0.4, 0.1],
+            [0.0, 0.2, 0.6, 0.2],
+        ]
+    )
+    merged = merge_to_words(attention, src, tgt)
+    # Row "the": [0.7, 0.1+0.1, 0.1]. Row "house": mean of [0.1, 0.8, 0.1] and [0.0, 0.8, 0.2].
+    assert merged.src_words == ["Das", "Häuschen", "."]
+    assert merged.tgt_words == ["the", "house"]
+    np.testing.assert_allclose(merged.weights, [[0.7, 0.2, 0.1], [0.05, 0.8, 0.15]])
+    np.testing.assert_allclose(merged.weights.sum(axis=1), 1.0)
+
+
+def test_a_lone_marker_belongs_to_the_following_word():
+    src = ["▁", "你好", "▁world", "▁", "▁x", "▁"]
+    attention = np.full((1, 6), 1 / 6)
+    merged = merge_to_words(attention, src, ["▁hi"])
+    # "▁"+"你好" form one word, "▁"+"▁x" another; the trailing "▁" joins the word before it.
+    assert merged.src_words == ["你好", "world", "x"]
+    np.testing.assert_allclose(merged.weights, [[2 / 6, 1 / 6, 3 / 6]])
+
+
+def test_char_unit_shares_source_weight_and_copies_target_rows():
+    src = ["▁我", "喜欢", "▁", "苹果"]
+    tgt = ["▁苹果", "。"]
+    attention = np.array([[0.4, 0.2, 0.2, 0.2], [0.1, 0.1, 0.0, 0.8]])
+    merged = merge_to_words(attention, src, tgt, unit="char")
+    # 喜欢's 0.2 is halved; the lone "▁" gives its 0.2 to 苹果, whose 0.4 is halved.
+    assert merged.src_words == ["我", "喜", "欢", "苹", "果"]
+    assert merged.tgt_words == ["苹", "果", "。"]
+    np.testing.assert_allclose(merged.weights[0], [0.4, 0.1, 0.1, 0.2, 0.2])
+    np.testing.assert_allclose(merged.weights[1], merged.weights[0])
+    np.testing.assert_allclose(merged.weights[2], [0.1, 0.05, 0.05, 0.4, 0.4])
+    np.testing.assert_allclose(merged.weights.sum(axis=1), 1.0)
+
+
+def test_piece_unit_keeps_pieces_without_markers():
+    attention = np.eye(2)
+    merged = merge_to_words(attention, ["▁ab", "c"], ["▁x", "▁"], unit="piece")
+    assert merged.src_words == ["ab", "c"]
+    assert merged.tgt_words == ["x", "▁"]
+    np.testing.assert_allclose(merged.weights, attention)
+
+
+def test_eos_column_and_row_are_dropped_and_rows_renormalised():
+    attention = np.array([[0.3, 0.5, 0.2], [0.1, 0.1, 0.8]])  # one target piece + EOS step
+    merged = merge_to_words(attention, ["▁a", "▁b"], ["▁x"])
+    np.testing.assert_allclose(merged.weights, [[0.375, 0.625]])
+
+
+def test_eos_can_be_kept_as_a_pseudo_word():
+    attention = np.array([[0.3, 0.5, 0.2], [0.1, 0.1, 0.8]])
+    merged = merge_to_words(attention, ["▁a", "▁b"], ["▁x"], drop_eos=False)
+    assert merged.src_words == ["a", "b", "</s>"]
+    assert merged.tgt_words == ["x", "</s>"]
+    np.testing.assert_allclose(merged.weights, attention)
+
+
+@pytest.mark.parametrize("unit", ["word", "char", "piece"])
+@pytest.mark.parametrize("extra", [0, 1])
+def test_merged_rows_still_sum_to_one(unit, extra):
+    rng = np.random.default_rng(7)
+    choices = ["▁", "▁the", "ing", "▁猫", "咪", "s", "▁a"]
+    src = ["▁x"] + [choices[k] for k in rng.integers(0, len(choices), 12)]
+    tgt = ["▁y"] + [choices[k] for k in rng.integers(0, len(choices), 9)]
+    attention = rng.random((len(tgt) + extra, len(src) + extra))
+    attention /= attention.sum(axis=1, keepdims=True)
+    merged = merge_to_words(attention, src, tgt, unit=unit)
+    assert merged.weights.shape == (len(merged.tgt_words), len(merged.src_words))
+    np.testing.assert_allclose(merged.weights.sum(axis=1), 1.0)
+
+
+def test_merging_rejects_a_matrix_that_does_not_fit_and_an_unknown_unit():
+    with pytest.raises(ValueError, match="does not fit"):
+        merge_to_words(np.ones((1, 5)), ["▁a", "▁b"], ["▁x"])
+    with pytest.raises(ConfigError, match="word, char, piece"):
+        merge_to_words(np.ones((1, 2)), ["▁a", "▁b"], ["▁x"], unit="syllable")
+
+
+def test_shift_rows_takes_the_next_step_and_the_eos_row_last():
+    attention = np.array([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]])  # 2 pieces + EOS step
+    shifted = shift_rows(attention, 1)
+    np.testing.assert_allclose(shifted, [[0.0, 1.0], [0.5, 0.5], [0.5, 0.5]])
+    merged = merge_to_words(shifted, ["▁a", "▁b"], ["▁x", "▁y"])
+    np.testing.assert_allclose(merged.weights, [[0.0, 1.0], [0.5, 0.5]])
+    np.testing.assert_allclose(shift_rows(attention, 0), attention)
+
+
+# --- links ------------------------------------------------------------------------------------
+
+WEIGHTS = np.array([[0.7, 0.2, 0.1], [0.05, 0.8, 0.15], [0.0, 0.0, 0.0]])
+
+
+def test_argmax_links_each_target_word_to_its_strongest_source_word():
+    assert extract_links(WEIGHTS) == {(0, 0), (1, 1)}  # the all-zero row stays unaligned
+    assert extract_links(np.array([[0.5, 0.5]])) == {(0, 0)}  # ties: the first
+
+
+def test_threshold_links_every_cell_at_or_above_it():
+    assert extract_links(WEIGHTS, "threshold", 0.5) == {(0, 0), (1, 1)}
+    assert extract_links(WEIGHTS, "threshold", 0.15) == {(0, 0), (1, 0), (1, 1), (2, 1)}
+
+
+def test_extraction_rejects_unknown_methods_and_thresholds():
+    with pytest.raises(ConfigError, match="argmax, threshold"):
+        extract_links(WEIGHTS, "max")
+    with pytest.raises(ConfigError, match="threshold"):
+        extract_links(WEIGHTS, "threshold", 0.0)
+
+
+def test_transpose_links_swaps_sides():
+    assert transpose_links({(0, 1), (2, 3)}) == {(1, 0), (3, 2)}
+
+
+# Hand-worked 5×5 example (links are (src, tgt)):
+#   forward  = {0-0, 1-1, 2-2, 4-0}     backward = {0-0, 1-1, 3-4, 0-1}
+#   intersection = {0-0, 1-1};  union adds 2-2, 4-0, 3-4, 0-1.
+#   grow-diag: around 0-0 the union neighbour 0-1 joins two aligned words → no;
+#     around 1-1 the diagonal 2-2 has both words free → add; nothing is next to 2-2 → stop.
+#     4-0 and 3-4 touch no alignment link.
+#   final (forward, then backward): 4-0 has source 4 free → add; 0-1 both aligned → no;
+#     3-4 both free → add.
+#   final-and: 4-0's target 0 is aligned → no; 3-4 both free → add.
+FORWARD = {(0, 0), (1, 1), (2, 2), (4, 0)}
+BACKWARD = {(0, 0), (1, 1), (3, 4), (0, 1)}
+
+
+@pytest.mark.parametrize(
+    ("method", "expected"),
+    [
+        ("intersection", {(0, 0), (1, 1)}),
+        ("union", {(0, 0), (1, 1), (2, 2), (4, 0), (3, 4), (0, 1)}),
+        ("grow-diag", {(0, 0), (1, 1), (2, 2)}),
+        ("grow-diag-final", {(0, 0), (1, 1), (2, 2), (4, 0), (3, 4)}),
+        ("grow-diag-final-and", {(0, 0), (1, 1), (2, 2), (3, 4)}),
+    ],
+)
+def test_symmetrization_methods_on_a_hand_worked_example(method, expected):
+    assert symmetrize(FORWARD, BACKWARD, method, src_len=5, tgt_len=5) == expected
+
+
+def test_grow_needs_only_one_of_the_two_words_unaligned():
+    # 0-1 neighbours 0-0; source 0 is aligned but target 1 is not → added.
+    assert symmetrize({(0, 0), (0, 1)}, {(0, 0)}, "grow-diag") == {(0, 0), (0, 1)}
+
+
+def test_symmetrization_rejects_unknown_methods_and_links_outside_the_sentence():
+    with pytest.raises(ConfigError, match="grow-diag-final-and"):
+        symmetrize(FORWARD, BACKWARD, "grow-final")
+    with pytest.raises(ValueError, match="source index 4"):
+        symmetrize(FORWARD, BACKWARD, src_len=4, tgt_len=5)
+
+
+# --- Pharaoh and gold files -------------------------------------------------------------------
+
+
+def test_pharaoh_round_trip_sorted_by_source_then_target():
+    line = format_pharaoh({(2, 0), (0, 1), (0, 0)})
+    assert line == "0-0 0-1 2-0"
+    assert parse_pharaoh(line) == {(2, 0), (0, 1), (0, 0)}
+    assert parse_pharaoh("") == set()
+    with pytest.raises(InputError, match="'x'"):
+        parse_pharaoh("0-1 x")
+
+
+def test_gold_in_pharaoh_form_with_possible_links():
+    gold = read_gold(["0-0 1?2 2p1", "", "1-0"])
+    assert gold[0] == GoldAlignment(frozenset({(0, 0)}), frozenset({(0, 0), (1, 2), (2, 1)}))
+    assert gold[1] == GoldAlignment(frozenset(), frozenset())
+    assert gold[2].sure == {(1, 0)} and gold[2].possible == {(1, 0)}
+
+
+def test_gold_in_pharaoh_form_can_be_one_based():
+    (gold,) = read_gold(["1-1 2?3"], one_based=True)
+    assert gold.sure == {(0, 0)} and gold.possible == {(0, 0), (1, 2)}
+
+
+def test_gold_in_naacl_form_is_one_based_and_grouped_by_sentence(tmp_path):
+    path = tmp_path / "gold.naacl"
+    path.write_text("1 1 1 S\n1 2 3 P\n1 0 2 S\n\n3 1 1\n", encoding="utf-8")
+    gold = read_gold(path)
+    # Sentence 2 has no lines, the link to position 0 (NULL) is skipped, S is the default.
+    assert len(gold) == 3
+    assert gold[0] == GoldAlignment(frozenset({(0, 0)}), frozenset({(0, 0), (1, 2)}))
+    assert gold[1] == GoldAlignment(frozenset(), frozenset())
+    assert gold[2].sure == {(0, 0)}
+
+
+@pytest.mark.parametrize("lines", [["0-0", "0-x"], ["1 1 1 S", "1 1"]])
+def test_a_bad_gold_line_names_the_file_and_line(lines):
+    with pytest.raises(InputError, match=r"gold\.txt, line 2"):
+        read_gold(lines, name="gold.txt")
+
+
+def test_a_missing_gold_file_is_an_input_error(tmp_path):
+    with pytest.raises(InputError, match="missing.txt"):
+        read_gold(tmp_path / "missing.txt")
+
+
+def test_out_of_range_gold_links_are_reported_not_raised():
+    gold = [GoldAlignment(frozenset({(0, 0)}), frozenset({(0, 0), (3, 1)}))]
+    problems = check_range(gold, src_lens=[3], tgt_lens=[2])
+    assert len(problems) == 1
+    assert "sentence 1" in problems[0] and "3-1" in problems[0]
+    assert check_range(gold, src_lens=[4], tgt_lens=[2]) == []
+    assert "2 source" in check_range(gold, src_lens=[4, 4], tgt_lens=[2, 2])[0]
+
+
+# --- AER ----------------------------------------------------------------------------------------
+
+
+def _gold(sure, possible=()):
+    return GoldAlignment(frozenset(sure), frozenset(sure) | frozenset(possible))
+
+
+def test_perfect_prediction_has_aer_zero():
+    gold = [_gold({(0, 0), (1, 1)}, {(2, 1)})]
+    score = score_alignments([{(0, 0), (1, 1)}], gold)
+    assert (score.aer, score.precision, score.recall) == (0.0, 1.0, 1.0)
+
+
+def test_empty_prediction_has_aer_one_and_no_credit():
+    score = score_alignments([set()], [_gold({(0, 0)})])
+    assert (score.aer, score.precision, score.recall) == (1.0, 0.0, 0.0)
+    assert score_alignments([set()], [_gold(set())]).aer == 1.0
+
+
+def test_mixed_prediction_scored_at_corpus_level():
+    # Sentence 1: S = {0-0, 1-1}, P = S + {2-1}, A = {0-0, 2-1, 2-2}
+    #   |A| = 3, |S| = 2, |A∩S| = 1, |A∩P| = 2 → AER = 1 - 3/5 = 0.4, P = 2/3, R = 1/2.
+    # Sentence 2: S = P = {0-0}, A = {0-0}.
+    #   Corpus: |A| = 4, |S| = 3, |A∩S| = 2, |A∩P| = 3 → AER = 1 - 5/7, P = 3/4, R = 2/3.
+    first = score_alignments([{(0, 0), (2, 1), (2, 2)}], [_gold({(0, 0), (1, 1)}, {(2, 1)})])
+    assert first.aer == pytest.approx(0.4)
+    assert first.precision == pytest.approx(2 / 3)
+    assert first.recall == pytest.approx(1 / 2)
+    both = score_alignments(
+        [{(0, 0), (2, 1), (2, 2)}, {(0, 0)}],
+        [_gold({(0, 0), (1, 1)}, {(2, 1)}), _gold({(0, 0)})],
+    )
+    assert both.aer == pytest.approx(2 / 7)  # not the mean of 0.4 and 0
+    assert (both.predicted, both.sure, both.sure_hits, both.possible_hits) == (4, 3, 2, 3)
+    assert both.precision == pytest.approx(3 / 4) and both.recall == pytest.approx(2 / 3)
+
+
+def test_scoring_needs_one_gold_alignment_per_prediction():
+    with pytest.raises(InputError, match="2 predicted alignments but 1 gold"):
+        score_alignments([set(), set()], [_gold(set())])
+
+
+def test_naacl_sentence_numbers_count_from_one():
+    with pytest.raises(InputError, match="line 1.*counted from 1"):
+        read_gold(["0 1 1 S"])
