@@ -1,13 +1,219 @@
-"""`nmt eval`."""
+"""`nmt eval`: sacreBLEU scores of a translation, BLEU by source length, paired significance.
+
+stdout carries sacreBLEU-style lines (see nmt_cli.render.scores), or one JSON object with
+--json; the tables and the bar chart for people go to stderr.
+"""
 
 from __future__ import annotations
+
+from pathlib import Path
+
+import typer
 
 from nmt_cli.cli.boundary import command_boundary
 
 
 @command_boundary
-def evaluate() -> None:
-    """Not available yet in this version."""
-    from nmt_cli.errors import NmtError
+def evaluate(
+    hyp: Path | None = typer.Option(
+        None,
+        "--hyp",
+        metavar="FILE",
+        help="Translations to score, one sentence per line (plain or .gz).",
+    ),
+    ref: list[Path] | None = typer.Option(
+        None,
+        "--ref",
+        metavar="FILE",
+        help="Reference translations; repeat --ref for several references.",
+    ),
+    src: Path | None = typer.Option(
+        None,
+        "--src",
+        metavar="FILE",
+        help="Source sentences: what -m translates and --by-length measures.",
+    ),
+    model: Path | None = typer.Option(
+        None,
+        "-m",
+        "--model",
+        metavar="MODEL_DIR",
+        help="Translate --src with this model directory, then score.",
+    ),
+    metrics: str = typer.Option(
+        "bleu,chrf,ter", "--metrics", help="Comma-separated: bleu, chrf, chrf++, ter."
+    ),
+    by_length: bool = typer.Option(
+        False, "--by-length", help="BLEU per source-length bucket (needs --src)."
+    ),
+    buckets: str = typer.Option(
+        "10,20,30,40", "--buckets", help="Upper bounds of the length buckets; the last is open."
+    ),
+    plot: Path | None = typer.Option(
+        None,
+        "--plot",
+        metavar="FILE.png",
+        help="Also draw BLEU by length to this picture (needs matplotlib).",
+    ),
+    compare: Path | None = typer.Option(
+        None,
+        "--compare",
+        metavar="HYP2",
+        help="Second system: paired bootstrap test on the first metric.",
+    ),
+    json_output: bool = typer.Option(
+        False, "--json", help="Print one JSON object on stdout instead of text lines."
+    ),
+    save_hyp: Path | None = typer.Option(
+        None,
+        "--save-hyp",
+        metavar="FILE",
+        help="With -m: also write the translations to this file.",
+    ),
+    beam: int = typer.Option(5, "--beam", help="With -m: beam size (1 = greedy)."),
+    batch_size: int = typer.Option(64, "--batch-size", help="With -m: sentences per batch."),
+) -> None:
+    """Score translations with sacreBLEU, by source length, or against a second system."""
+    from nmt_cli.evaluate import evaluate_corpus
 
-    raise NmtError("`nmt eval` is not implemented yet in this version")
+    refs_paths = list(ref or [])
+    with_length = by_length or plot is not None
+    _check_sources(hyp, model, refs_paths, src, with_length)
+    _check_model_options(model, save_hyp)
+    metric_names, bounds = _parse_metrics(metrics), _parse_buckets(buckets)
+    if plot is not None:
+        from nmt_cli.render.scores import check_plot_path
+
+        check_plot_path(plot)
+    texts = _read_inputs(hyp, refs_paths, src, compare)
+    hyps, name_a = texts["hyp"], str(hyp)
+    if model is not None:
+        hyps = _translate(model, texts["src"], beam, batch_size, save_hyp)
+        name_a = str(save_hyp or f"{model} on {src}")
+    sources = texts["src"] if with_length else None
+    report = evaluate_corpus(hyps, texts["refs"], metric_names, sources, bounds, texts["compare"])
+    files = {"hyp": name_a, "refs": [str(p) for p in refs_paths], "src": _name(src)}
+    _show(report, {**files, "compare": _name(compare)}, json_output, plot)
+
+
+def _name(path: Path | None) -> str | None:
+    return None if path is None else str(path)
+
+
+def _check_sources(
+    hyp: Path | None, model: Path | None, refs: list[Path], src: Path | None, with_length: bool
+) -> None:
+    """Raise ConfigError when the options do not say what to score against what."""
+    from nmt_cli.errors import ConfigError
+
+    if (hyp is None) == (model is None):
+        raise ConfigError(
+            "give the translations with --hyp FILE, or a model with -m MODEL_DIR --src FILE "
+            "(one of the two)"
+        )
+    if not refs:
+        raise ConfigError("no reference given: add --ref FILE (repeat it for several)")
+    if model is not None and src is None:
+        raise ConfigError("-m translates the source: add --src FILE")
+    if with_length and src is None:
+        raise ConfigError("--by-length and --plot measure source sentences: add --src FILE")
+
+
+def _check_model_options(model: Path | None, save_hyp: Path | None) -> None:
+    """Raise an NmtError for translation options that cannot work, before any work is done."""
+    from nmt_cli.errors import ConfigError, InputError
+
+    if model is None and save_hyp is not None:
+        raise ConfigError("--save-hyp writes the translations of -m: add -m MODEL_DIR")
+    if save_hyp is not None and not save_hyp.parent.is_dir():
+        raise InputError(f"cannot write {save_hyp}: the folder {save_hyp.parent} does not exist")
+
+
+def _parse_metrics(text: str) -> list[str]:
+    from nmt_cli.evaluate import check_metrics
+
+    names = [name.strip().lower() for name in text.split(",") if name.strip()]
+    check_metrics(names)
+    return names
+
+
+def _parse_buckets(text: str) -> list[int]:
+    from nmt_cli.errors import ConfigError
+    from nmt_cli.evaluate import check_buckets
+
+    try:
+        bounds = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise ConfigError(
+            f"--buckets takes comma-separated whole numbers such as 10,20,30,40 (got {text!r})"
+        ) from None
+    check_buckets(bounds)
+    return bounds
+
+
+def _read_inputs(
+    hyp: Path | None, refs: list[Path], src: Path | None, compare: Path | None
+) -> dict:
+    """Read every given file and check that they have the same number of lines."""
+    from nmt_cli.evaluate import check_line_counts, read_lines
+
+    named = {"hyp": hyp, "src": src, "compare": compare}
+    texts = {key: None if path is None else read_lines(path) for key, path in named.items()}
+    texts["refs"] = [read_lines(path) for path in refs]
+    given = [(named[key], texts[key]) for key in ("hyp", "src") if named[key] is not None]
+    second = [(compare, texts["compare"])] if compare is not None else []
+    check_line_counts([*given, *zip(refs, texts["refs"], strict=True), *second])
+    return texts
+
+
+def _translate(
+    model: Path, sources: list[str], beam: int, batch_size: int, save_hyp: Path | None
+) -> list[str]:
+    """Translate the source lines with the model, showing progress on stderr."""
+    from rich.progress import track
+
+    from nmt_cli.cli.boundary import stderr_console, warn
+    from nmt_cli.translator import SearchOptions, Translator
+
+    options = SearchOptions(beam_size=beam, batch_size=batch_size).check()
+    translator = Translator.load(model, device="auto")
+    console = stderr_console()
+    stream = translator.translate_lines(sources, options)
+    progress = track(
+        stream,
+        "translating",
+        total=len(sources),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+    translations = list(progress)
+    cut = sum(1 for t in translations if getattr(t, "truncated", False))
+    if cut:
+        warn(f"{cut:,} source lines were longer than the model's limit and were cut")
+    hyps = [t.text for t in translations]
+    if save_hyp is not None:
+        from nmt_cli.atomic import write_text
+
+        write_text(save_hyp, "".join(line + "\n" for line in hyps))
+    return hyps
+
+
+def _show(report, files: dict, json_output: bool, plot: Path | None) -> None:
+    """Tables on stderr, the picture if asked, then the data on stdout."""
+    from nmt_cli.cli.boundary import stderr_console
+    from nmt_cli.render import scores as render
+
+    console = stderr_console()
+    console.print(render.scores_table(report.metrics))
+    if report.by_length is not None:
+        console.print(render.length_table(report.by_length, report.length_unit))
+    if report.comparison is not None:
+        console.print(render.comparison_table(report.comparison, files["hyp"], files["compare"]))
+    if plot is not None:
+        render.save_length_plot(report.by_length, report.length_unit, plot)
+        console.print(f"wrote {plot}", markup=False)
+    if json_output:
+        typer.echo(render.report_json(report, files))
+    else:
+        typer.echo("\n".join(render.plain_lines(report, files["hyp"], files["compare"])))

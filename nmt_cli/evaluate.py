@@ -1,0 +1,383 @@
+"""Translation quality with sacreBLEU: corpus scores, BLEU by source length, paired significance.
+
+Everything here takes strings and returns small dataclasses; nothing prints. sacreBLEU is
+imported inside the functions that use it, so importing this module stays cheap.
+
+References follow sacreBLEU's layout: `refs` is a list of reference *streams*, one per
+reference file, each holding one line per hypothesis. Metrics use sacreBLEU's default
+settings (BLEU: 13a tokenisation, mixed case, exp smoothing), so every score equals what the
+`sacrebleu` command prints for the same files.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import gzip
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from nmt_cli.errors import ConfigError, InputError
+
+METRICS = ("bleu", "chrf", "chrf++", "ter")  # every metric `score` knows
+DEFAULT_METRICS = ("bleu", "chrf", "ter")
+DEFAULT_BUCKETS = (10, 20, 30, 40)  # upper bounds: 1–10, 11–20, 21–30, 31–40, 41+
+SIGNIFICANCE_LEVEL = 0.05
+_LOWER_IS_BETTER = frozenset({"ter"})
+
+# Han ideographs (with extensions and compatibility forms), kana, CJK punctuation and
+# full-width forms. Hangul is left out on purpose: Korean separates words with spaces.
+_CJK_RANGES = (
+    (0x3000, 0x30FF),
+    (0x3400, 0x4DBF),
+    (0x4E00, 0x9FFF),
+    (0xF900, 0xFAFF),
+    (0xFF00, 0xFFEF),
+    (0x20000, 0x2FFFF),
+)
+
+
+@dataclass(frozen=True)
+class MetricScore:
+    """One corpus-level score with the sacreBLEU signature that makes it reproducible."""
+
+    metric: str  # the key asked for: "bleu", "chrf", "chrf++" or "ter"
+    name: str  # sacreBLEU's name for it: "BLEU", "chrF2", "chrF2++", "TER"
+    score: float  # full precision; `text` shows it with two decimals
+    signature: str  # e.g. "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
+    text: str  # sacreBLEU's line, e.g. "BLEU = 30.96 63.9/38.8/27.0/19.4 (BP = ...)"
+
+
+@dataclass(frozen=True)
+class BucketScore:
+    """Corpus BLEU over the sentences whose source length falls in [lo, hi]."""
+
+    label: str  # "1–10", …, "41+"
+    lo: int
+    hi: int | None  # None for the open last bucket
+    count: int  # sentences in the bucket
+    bleu: float | None  # None when the bucket is empty
+
+
+@dataclass(frozen=True)
+class SystemScore:
+    """One system's score in a paired test, with its bootstrap mean and 95% interval."""
+
+    name: str  # "A" (the baseline) or "B"
+    score: float
+    mean: float
+    ci: float  # half-width of the 95% confidence interval around `mean`
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The outcome of a paired bootstrap test of system B against baseline A."""
+
+    metric: str  # sacreBLEU's name, e.g. "BLEU"
+    signature: str  # includes the number of resamples and the seed
+    a: SystemScore
+    b: SystemScore
+    p_value: float
+    better: str | None  # "A", "B", or None when the difference is not significant
+    verdict: str  # e.g. "B is better than A (p = 0.001)"
+
+
+@dataclass(frozen=True)
+class EvalReport:
+    """Everything `nmt eval` computes for one set of translations."""
+
+    metrics: list[MetricScore]
+    by_length: list[BucketScore] | None = None
+    length_unit: str | None = None  # "words" or "characters" when by_length is set
+    comparison: Comparison | None = None
+
+
+# Reading files ---------------------------------------------------------------------------
+
+
+def read_lines(path: str | os.PathLike) -> list[str]:
+    """Read a UTF-8 text file (plain or .gz) as lines without trailing whitespace."""
+    path = Path(path)
+    data = _read_bytes(path)
+    if not data:
+        raise InputError(f"{path} is empty: pass a file with one sentence per line")
+    chunks = data.split(b"\n")
+    if chunks[-1] == b"":
+        chunks.pop()
+    return [_decode(chunk, path, number).rstrip() for number, chunk in enumerate(chunks, 1)]
+
+
+def _read_bytes(path: Path) -> bytes:
+    if not path.exists():
+        raise InputError(f"{path} does not exist: check the path")
+    if path.is_dir():
+        raise InputError(f"{path} is a directory: pass a text file with one sentence per line")
+    try:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rb") as handle:
+                return handle.read()
+        return path.read_bytes()
+    except (gzip.BadGzipFile, EOFError) as exc:
+        raise InputError(f"{path} is not a valid gzip file ({exc}): re-compress it") from exc
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror}") from exc
+
+
+def _decode(chunk: bytes, path: Path, number: int) -> str:
+    try:
+        return chunk.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"{path} line {number} is not valid UTF-8 (byte {exc.start + 1}): "
+            "convert the file, e.g. with `iconv -t UTF-8`"
+        ) from exc
+
+
+def check_line_counts(files: Sequence[tuple[str | os.PathLike, Sequence[str]]]) -> None:
+    """Raise InputError unless every (name, lines) pair has as many lines as the first."""
+    first_name, first_lines = files[0]
+    for name, lines in files[1:]:
+        if len(lines) != len(first_lines):
+            raise InputError(
+                f"{first_name} has {len(first_lines):,} lines but {name} has {len(lines):,}: "
+                "the files must be parallel, one sentence per line in the same order"
+            )
+
+
+# Corpus scores ----------------------------------------------------------------------------
+
+
+def check_metrics(metrics: Sequence[str]) -> None:
+    """Raise ConfigError for an empty list or a metric name that `score` does not know."""
+    if not metrics:
+        raise ConfigError(f"no metric given: choose from {', '.join(METRICS)}")
+    for name in metrics:
+        if name not in METRICS:
+            raise ConfigError(f"unknown metric {name!r}: choose from {', '.join(METRICS)}")
+
+
+def _make_metric(name: str):
+    """A sacreBLEU metric object with the sacrebleu command's default settings."""
+    from sacrebleu.metrics import BLEU, CHRF, TER
+
+    factories = {
+        "bleu": BLEU,
+        "chrf": CHRF,
+        "chrf++": lambda: CHRF(word_order=2),
+        "ter": TER,
+    }
+    return factories[name]()
+
+
+def _check_parallel(hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> None:
+    if not hyps:
+        raise InputError("there are no hypotheses to score")
+    if not refs:
+        raise InputError("no reference given: pass at least one reference file")
+    for number, stream in enumerate(refs, 1):
+        if len(stream) != len(hyps):
+            raise InputError(
+                f"there are {len(hyps):,} hypotheses but reference {number} has "
+                f"{len(stream):,} lines: give one reference line per hypothesis"
+            )
+
+
+def score(
+    hyps: Sequence[str],
+    refs: Sequence[Sequence[str]],
+    metrics: Sequence[str] = DEFAULT_METRICS,
+) -> list[MetricScore]:
+    """Corpus scores of `hyps` against one or more reference streams, one per metric."""
+    check_metrics(metrics)
+    _check_parallel(hyps, refs)
+    results = []
+    for key in metrics:
+        metric = _make_metric(key)
+        result = metric.corpus_score(list(hyps), [list(stream) for stream in refs])
+        signature = metric.get_signature().format()
+        results.append(MetricScore(key, result.name, result.score, signature, result.format()))
+    return results
+
+
+# BLEU by source length --------------------------------------------------------------------
+
+
+def length_unit(sources: Sequence[str]) -> str:
+    """'characters' when most non-space characters are CJK (unsegmented text), else 'words'."""
+    chars = [ch for line in sources for ch in line if not ch.isspace()]
+    cjk = sum(1 for ch in chars if _is_cjk(ch))
+    return "characters" if chars and 2 * cjk > len(chars) else "words"
+
+
+def _is_cjk(ch: str) -> bool:
+    code = ord(ch)
+    return any(lo <= code <= hi for lo, hi in _CJK_RANGES)
+
+
+def source_length(line: str, unit: str) -> int:
+    """Length of one source sentence in whitespace words or in non-space characters."""
+    if unit == "characters":
+        return sum(1 for ch in line if not ch.isspace())
+    return len(line.split())
+
+
+def check_buckets(buckets: Sequence[int]) -> None:
+    """Raise ConfigError unless the bucket upper bounds are positive and increasing."""
+    shown = ",".join(str(bound) for bound in buckets)
+    increasing = all(a < b for a, b in zip(buckets, buckets[1:], strict=False))
+    if not buckets or buckets[0] < 1 or not increasing:
+        raise ConfigError(
+            f"length buckets must be increasing positive upper bounds such as 10,20,30,40 "
+            f"(got {shown or 'none'})"
+        )
+
+
+def bucket_bounds(buckets: Sequence[int]) -> list[tuple[int, int | None]]:
+    """(lo, hi) of every bucket for the given upper bounds, ending with an open (lo, None)."""
+    check_buckets(buckets)
+    lows = [1, *(bound + 1 for bound in buckets)]
+    return list(zip(lows, [*buckets, None], strict=True))
+
+
+def _label(lo: int, hi: int | None) -> str:
+    if hi is None:
+        return f"{lo}+"
+    return str(lo) if lo == hi else f"{lo}–{hi}"
+
+
+def bleu_by_length(
+    sources: Sequence[str],
+    hyps: Sequence[str],
+    refs: Sequence[Sequence[str]],
+    buckets: Sequence[int] = DEFAULT_BUCKETS,
+) -> list[BucketScore]:
+    """Corpus BLEU per bucket of source length (see `length_unit`); 0-length goes in the first."""
+    bounds = bucket_bounds(buckets)
+    _check_parallel(hyps, refs)
+    if len(sources) != len(hyps):
+        raise InputError(
+            f"there are {len(sources):,} source lines but {len(hyps):,} hypotheses: "
+            "give the source the translations were made from"
+        )
+    unit = length_unit(sources)
+    members: list[list[int]] = [[] for _ in bounds]
+    for index, line in enumerate(sources):
+        members[bisect.bisect_left(buckets, source_length(line, unit))].append(index)
+    return [
+        _bucket_score(lo, hi, indices, hyps, refs)
+        for (lo, hi), indices in zip(bounds, members, strict=True)
+    ]
+
+
+def _bucket_score(
+    lo: int,
+    hi: int | None,
+    indices: list[int],
+    hyps: Sequence[str],
+    refs: Sequence[Sequence[str]],
+) -> BucketScore:
+    if not indices:
+        return BucketScore(_label(lo, hi), lo, hi, 0, None)
+    sub_hyps = [hyps[i] for i in indices]
+    sub_refs = [[stream[i] for i in indices] for stream in refs]
+    bleu = _make_metric("bleu").corpus_score(sub_hyps, sub_refs).score
+    return BucketScore(_label(lo, hi), lo, hi, len(indices), bleu)
+
+
+# Paired significance ----------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _sacrebleu_seed(seed: int | None) -> Iterator[None]:
+    """Set the seed sacreBLEU's significance module reads from SACREBLEU_SEED, then restore."""
+    previous = os.environ.get("SACREBLEU_SEED")
+    os.environ["SACREBLEU_SEED"] = "none" if seed is None else str(seed)
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ["SACREBLEU_SEED"]
+        else:
+            os.environ["SACREBLEU_SEED"] = previous
+
+
+def compare(
+    hyps_a: Sequence[str],
+    hyps_b: Sequence[str],
+    refs: Sequence[Sequence[str]],
+    metric: str = "bleu",
+    n_samples: int = 1000,
+    seed: int | None = 12345,
+) -> Comparison:
+    """Paired bootstrap resampling (Koehn 2004) of B against baseline A, by sacreBLEU itself.
+
+    When A and B score exactly the same the p-value is 1: there is no difference to explain.
+    (sacreBLEU counts only resampled differences strictly above the observed one, which
+    gives identical systems the smallest p-value instead.)
+    """
+    from sacrebleu.significance import PairedTest
+
+    check_metrics([metric])
+    _check_parallel(hyps_a, refs)
+    _check_parallel(hyps_b, refs)
+    if n_samples < 1 or (seed is not None and seed < 1):
+        raise ConfigError("the bootstrap needs at least 1 sample and a seed of at least 1")
+    systems = [("A", list(hyps_a)), ("B", list(hyps_b))]
+    streams = [list(stream) for stream in refs]
+    with _sacrebleu_seed(seed):
+        test = PairedTest(systems, {metric: _make_metric(metric)}, streams, "bs", n_samples)
+        signatures, results = test()
+    name = next(key for key in results if key != "System")
+    result_a, result_b = results[name]
+    a = SystemScore("A", result_a.score, float(result_a.mean), float(result_a.ci))
+    b = SystemScore("B", result_b.score, float(result_b.mean), float(result_b.ci))
+    p_value = 1.0 if a.score == b.score else float(result_b.p_value)
+    better = _better(a, b, p_value, lower_is_better=metric in _LOWER_IS_BETTER)
+    return Comparison(
+        name, signatures[name].format(), a, b, p_value, better, _verdict(better, p_value)
+    )
+
+
+def _better(a: SystemScore, b: SystemScore, p_value: float, lower_is_better: bool) -> str | None:
+    if p_value >= SIGNIFICANCE_LEVEL or a.score == b.score:
+        return None
+    return "B" if (b.score > a.score) != lower_is_better else "A"
+
+
+def format_p(p_value: float) -> str:
+    """A p-value as people read it: three decimals, or '< 0.001'."""
+    return "p < 0.001" if p_value < 0.0005 else f"p = {p_value:.3f}"
+
+
+def _verdict(better: str | None, p_value: float) -> str:
+    if better is None:
+        return f"no significant difference at p < {SIGNIFICANCE_LEVEL} ({format_p(p_value)})"
+    worse = "A" if better == "B" else "B"
+    return f"{better} is better than {worse} ({format_p(p_value)})"
+
+
+# Everything at once -----------------------------------------------------------------------
+
+
+def evaluate_corpus(
+    hyps: Sequence[str],
+    refs: Sequence[Sequence[str]],
+    metrics: Sequence[str] = DEFAULT_METRICS,
+    sources: Sequence[str] | None = None,
+    buckets: Sequence[int] = DEFAULT_BUCKETS,
+    hyps_b: Sequence[str] | None = None,
+) -> EvalReport:
+    """Scores, plus BLEU by length when `sources` is given and a test of `hyps_b` if given.
+
+    The comparison uses the first of `metrics`.
+    """
+    scores = score(hyps, refs, metrics)
+    by_length = unit = comparison = None
+    if sources is not None:
+        by_length = bleu_by_length(sources, hyps, refs, buckets)
+        unit = length_unit(sources)
+    if hyps_b is not None:
+        comparison = compare(hyps, hyps_b, refs, metrics[0])
+    return EvalReport(scores, by_length, unit, comparison)

@@ -1,0 +1,182 @@
+"""How `nmt eval` results look: rich tables and bars for people, plain lines and JSON for scripts.
+
+The plain lines on stdout keep sacreBLEU's own wording so existing scripts can grep them:
+
+    BLEU = 30.96 63.9/38.8/27.0/19.4 (BP = 0.966 ratio = 0.967 hyp_len = 12101 ref_len = 12517)
+    BLEU signature: nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0
+    BLEU 1–10 words = 35.21 (n = 120)
+    A: BLEU = 30.96 (μ = 30.91 ± 1.23) newstest.hyp
+    B: BLEU = 32.10 (μ = 32.05 ± 1.20) newstest.hyp2
+    BLEU paired bootstrap signature: nrefs:1|bs:1000|seed:12345|case:mixed|…
+    verdict: B is better than A (p = 0.001)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+from rich.table import Table
+from rich.text import Text
+
+from nmt_cli.errors import ConfigError, InputError
+from nmt_cli.evaluate import BucketScore, Comparison, EvalReport, MetricScore
+
+BAR_WIDTH = 40  # characters of the longest bar in the terminal chart
+_EIGHTHS = " ▏▎▍▌▋▊▉"  # partial blocks, so bars resolve 1/8 of a character
+
+
+# For people (stderr) ----------------------------------------------------------------------
+
+
+def scores_table(scores: list[MetricScore]) -> Table:
+    """Metric, score and signature, one row per metric."""
+    table = Table(title="Scores", title_justify="left")
+    table.add_column("metric")
+    table.add_column("score", justify="right")
+    table.add_column("signature", overflow="fold")
+    for item in scores:
+        table.add_row(item.name, f"{item.score:.2f}", item.signature)
+    return table
+
+
+def bar(value: float, top: float, width: int = BAR_WIDTH) -> str:
+    """A horizontal bar of `value` on a scale where `top` fills `width` characters."""
+    if top <= 0 or value <= 0:
+        return ""
+    eighths = round(min(value / top, 1.0) * width * 8)
+    full, part = divmod(eighths, 8)
+    return "█" * full + (_EIGHTHS[part] if part else "")
+
+
+def length_table(buckets: list[BucketScore], unit: str) -> Table:
+    """Count and BLEU per source-length bucket, with a bar chart of BLEU beside them."""
+    top = max((b.bleu for b in buckets if b.bleu is not None), default=0.0)
+    table = Table(title=f"BLEU by source length ({unit})", title_justify="left")
+    table.add_column("length", justify="right")
+    table.add_column("sentences", justify="right")
+    table.add_column("BLEU", justify="right")
+    table.add_column("", min_width=BAR_WIDTH)
+    for b in buckets:
+        shown = "–" if b.bleu is None else f"{b.bleu:.2f}"
+        chart = Text("") if b.bleu is None else Text(bar(b.bleu, top), style="cyan")
+        table.add_row(b.label, f"{b.count:,}", shown, chart)
+    return table
+
+
+def comparison_table(comparison: Comparison, name_a: str, name_b: str) -> Table:
+    """Both systems' scores, bootstrap means and intervals, and the verdict as caption."""
+    table = Table(
+        title=f"Paired bootstrap ({comparison.metric})",
+        title_justify="left",
+        caption=comparison.verdict,
+        caption_justify="left",
+    )
+    table.add_column("system")
+    table.add_column("file", overflow="fold")
+    table.add_column(comparison.metric, justify="right")
+    table.add_column("mean ± 95% CI", justify="right")
+    for system, name in ((comparison.a, name_a), (comparison.b, name_b)):
+        table.add_row(system.name, Text(name), f"{system.score:.2f}", _mean_ci(system))
+    return table
+
+
+def _mean_ci(system) -> str:
+    return f"{system.mean:.2f} ± {system.ci:.2f}"
+
+
+# For scripts (stdout) ---------------------------------------------------------------------
+
+
+def plain_lines(report: EvalReport, name_a: str, name_b: str | None) -> list[str]:
+    """The report as sacreBLEU-style text lines, in the order of the module docstring."""
+    lines = []
+    for item in report.metrics:
+        lines += [item.text, f"{item.name} signature: {item.signature}"]
+    for b in report.by_length or []:
+        shown = "-" if b.bleu is None else f"{b.bleu:.2f}"
+        lines.append(f"BLEU {b.label} {report.length_unit} = {shown} (n = {b.count})")
+    if report.comparison is not None:
+        lines += _comparison_lines(report.comparison, name_a, name_b or "")
+    return lines
+
+
+def _comparison_lines(comparison: Comparison, name_a: str, name_b: str) -> list[str]:
+    metric = comparison.metric
+    return [
+        *(
+            f"{s.name}: {metric} = {s.score:.2f} (μ = {_mean_ci(s)}) {name}"
+            for s, name in ((comparison.a, name_a), (comparison.b, name_b))
+        ),
+        f"{metric} paired bootstrap signature: {comparison.signature}",
+        f"verdict: {comparison.verdict}",
+    ]
+
+
+def report_json(report: EvalReport, files: dict[str, object]) -> str:
+    """The report as one JSON object; keys are always present, null when not computed."""
+    by_length = None
+    if report.by_length is not None:
+        buckets = [dataclasses.asdict(b) for b in report.by_length]
+        by_length = {"unit": report.length_unit, "buckets": buckets}
+    comparison = None if report.comparison is None else dataclasses.asdict(report.comparison)
+    document = {
+        "files": files,
+        "metrics": [dataclasses.asdict(m) for m in report.metrics],
+        "by_length": by_length,
+        "comparison": comparison,
+    }
+    return json.dumps(document, ensure_ascii=False, indent=1)
+
+
+# Pictures (matplotlib, optional) ----------------------------------------------------------
+
+
+def require_matplotlib() -> None:
+    """Raise ConfigError with the install command when the optional plotting extra is missing."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as exc:
+        raise ConfigError(
+            "--plot needs matplotlib, which is not installed: "
+            "pip install 'nmt-cli[plot]' (or pip install matplotlib)"
+        ) from exc
+
+
+def check_plot_path(path: str | os.PathLike) -> None:
+    """Raise an NmtError before any work when the picture cannot be written where asked."""
+    require_matplotlib()
+    from matplotlib.figure import Figure
+
+    path = Path(path)
+    formats = Figure().canvas.get_supported_filetypes()
+    if path.suffix.lstrip(".").lower() not in formats:
+        raise InputError(
+            f"cannot draw {path}: end the name with one of "
+            f"{', '.join('.' + name for name in sorted(formats))}"
+        )
+    if path.is_dir():
+        raise InputError(f"{path} is a directory: give a file name such as bleu_by_length.png")
+    if not path.parent.is_dir():
+        raise InputError(f"cannot write {path}: the folder {path.parent} does not exist")
+
+
+def save_length_plot(buckets: list[BucketScore], unit: str, path: str | os.PathLike) -> None:
+    """Draw BLEU per length bucket as a bar chart; the file suffix picks the format."""
+    from matplotlib.figure import Figure
+
+    from nmt_cli.atomic import atomic_open
+
+    path = Path(path)
+    figure = Figure(figsize=(6, 3.5), layout="constrained")
+    axes = figure.add_subplot()
+    labels = [b.label for b in buckets]
+    bars = axes.bar(labels, [b.bleu or 0.0 for b in buckets], color="#4878a8")
+    axes.bar_label(bars, labels=[f"n={b.count:,}" for b in buckets], fontsize="small")
+    axes.set_xlabel(f"source length ({unit})")
+    axes.set_ylabel("BLEU")
+    axes.set_title("BLEU by source length")
+    with atomic_open(path, "wb") as handle:
+        figure.savefig(handle, format=path.suffix.lstrip(".").lower())

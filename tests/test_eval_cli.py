@@ -1,0 +1,251 @@
+"""`nmt eval` through the command line: bad input gives one clean line, data goes to stdout."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from nmt_cli.cli.app import app
+
+FIXTURES = Path(__file__).parent / "fixtures" / "eval"
+HYP, REF, SRC = (str(FIXTURES / name) for name in ("hyp.en", "ref.en", "src.de"))
+
+runner = CliRunner()
+
+
+def _eval(*args: str):
+    return runner.invoke(app, ["eval", *args])
+
+
+def _assert_clean_error(result, *fragments: str, code: int = 2) -> None:
+    """Non-zero exit, exactly one line on stderr holding every fragment, nothing on stdout."""
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == code, result.output
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    for fragment in fragments:
+        assert fragment in lines[0]
+    assert "Traceback" not in result.output
+    assert result.stdout == ""
+
+
+def test_eval_has_help():
+    result = _eval("--help")
+    assert result.exit_code == 0
+    for option in ("--hyp", "--ref", "--by-length", "--buckets", "--compare", "--json", "--model"):
+        assert option in result.stdout
+
+
+# Bad input -----------------------------------------------------------------------------------
+
+
+def test_mismatched_line_counts_name_both_files_and_counts(tmp_path):
+    short_ref = tmp_path / "short.en"
+    short_ref.write_text("".join(line + "\n" for line in Path(REF).read_text().splitlines()[:-1]))
+    result = _eval("--hyp", HYP, "--ref", str(short_ref))
+    _assert_clean_error(result, HYP, "36 lines", str(short_ref), "35")
+
+
+def test_mismatched_source_is_refused(tmp_path):
+    source = tmp_path / "src.de"
+    source.write_text("nur eine Zeile\n")
+    result = _eval("--hyp", HYP, "--ref", REF, "--by-length", "--src", str(source))
+    _assert_clean_error(result, HYP, "36 lines", str(source), "has 1:")
+
+
+@pytest.mark.parametrize("kind", ["missing", "empty", "directory"])
+@pytest.mark.parametrize("role", ["--hyp", "--ref"])
+def test_unusable_files_are_named(tmp_path, kind, role):
+    path = tmp_path / "file.txt"
+    if kind == "empty":
+        path.write_text("")
+    elif kind == "directory":
+        path.mkdir()
+    files = {"--hyp": HYP, "--ref": REF, role: str(path)}
+    result = _eval("--hyp", files["--hyp"], "--ref", files["--ref"])
+    expected = {"missing": "does not exist", "empty": "is empty", "directory": "is a directory"}
+    _assert_clean_error(result, str(path), expected[kind])
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--metrics", "bleu,meteor"], "unknown metric 'meteor'"),
+        (["--metrics", ","], "no metric given"),
+        (["--by-length"], "add --src FILE"),
+        (["--plot", "chart.png"], "add --src FILE"),
+        (["--by-length", "--src", SRC, "--buckets", "10,x"], "whole numbers"),
+        (["--by-length", "--src", SRC, "--buckets", "20,10"], "increasing positive"),
+        (["--by-length", "--src", SRC, "--buckets", "0,10"], "increasing positive"),
+        (["--save-hyp", "out.txt"], "add -m MODEL_DIR"),
+    ],
+    ids=[
+        "unknown-metric",
+        "no-metric",
+        "by-length-without-src",
+        "plot-without-src",
+        "buckets-not-numbers",
+        "buckets-decreasing",
+        "buckets-zero",
+        "save-hyp-without-model",
+    ],
+)
+def test_bad_options_give_one_line(args, fragment):
+    _assert_clean_error(_eval("--hyp", HYP, "--ref", REF, *args), fragment)
+
+
+def test_what_to_score_must_be_given():
+    _assert_clean_error(_eval("--ref", REF), "--hyp FILE")
+    _assert_clean_error(_eval("--hyp", HYP), "--ref FILE")
+    _assert_clean_error(_eval("--hyp", HYP, "-m", "model", "--ref", REF), "one of the two")
+
+
+def test_missing_model_directory_is_a_clean_error(tmp_path):
+    pytest.importorskip("nmt_cli.translator")
+    missing = tmp_path / "no-model"
+    result = _eval("-m", str(missing), "--src", SRC, "--ref", REF)
+    _assert_clean_error(result, str(missing), "does not exist", code=3)
+
+
+# Output --------------------------------------------------------------------------------------
+
+
+def test_text_output_is_plain_sacrebleu_lines_and_tables_go_to_stderr():
+    result = _eval("--hyp", HYP, "--ref", REF)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("BLEU = ") and "BP = " in lines[0]
+    assert lines[1].startswith("BLEU signature: nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp")
+    assert [line.split(" = ")[0] for line in lines[2::2]] == ["chrF2", "TER"]
+    assert not any(mark in result.stdout for mark in "┃│━─")
+    assert "signature" in result.stderr and "┃" in result.stderr
+
+
+def test_json_output_holds_everything_and_nothing_else(tmp_path):
+    second = tmp_path / "second.en"
+    second.write_text(Path(REF).read_text(encoding="utf-8"), encoding="utf-8")
+    args = ["--metrics", "bleu,chrf++", "--by-length", "--src", SRC, "--compare", str(second)]
+    result = _eval("--hyp", HYP, "--ref", REF, "--json", *args)
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)  # the whole of stdout is one JSON object
+    assert [m["name"] for m in document["metrics"]] == ["BLEU", "chrF2++"]
+    assert all(m["signature"].startswith("nrefs:1|") for m in document["metrics"])
+    assert document["metrics"][0]["text"].startswith("BLEU = ")
+    buckets = document["by_length"]["buckets"]
+    assert document["by_length"]["unit"] == "words"
+    assert [b["label"] for b in buckets] == ["1–10", "11–20", "21–30", "31–40", "41+"]
+    assert sum(b["count"] for b in buckets) == 36
+    comparison = document["comparison"]
+    assert comparison["better"] == "B" and comparison["p_value"] < 0.05
+    assert comparison["verdict"].startswith("B is better than A")
+    assert document["files"] == {"hyp": HYP, "refs": [REF], "src": SRC, "compare": str(second)}
+    assert "BLEU by source length" in result.stderr
+
+
+def test_by_length_prints_buckets_and_a_bar_chart():
+    result = _eval("--hyp", HYP, "--ref", REF, "--by-length", "--src", SRC, "--buckets", "20")
+    assert result.exit_code == 0, result.output
+    assert "BLEU 1–20 words = " in result.stdout and "(n = 21)" in result.stdout
+    assert "BLEU 21+ words = " in result.stdout
+    assert "█" in result.stderr and "█" not in result.stdout
+
+
+def test_several_references_and_gzip(tmp_path):
+    import gzip
+
+    packed = tmp_path / "ref.en.gz"
+    packed.write_bytes(gzip.compress(Path(REF).read_bytes()))
+    result = _eval("--hyp", HYP, "--ref", REF, "--ref", str(packed), "--metrics", "bleu")
+    assert result.exit_code == 0, result.output
+    assert "nrefs:2" in result.stdout
+
+
+def test_comparison_of_identical_systems_finds_no_difference():
+    result = _eval("--hyp", HYP, "--ref", REF, "--compare", HYP, "--metrics", "bleu")
+    assert result.exit_code == 0, result.output
+    assert "verdict: no significant difference at p < 0.05" in result.stdout
+
+
+def test_plot_writes_a_picture(tmp_path):
+    pytest.importorskip("matplotlib")
+    picture = tmp_path / "by_length.png"
+    result = _eval("--hyp", HYP, "--ref", REF, "--src", SRC, "--plot", str(picture))
+    assert result.exit_code == 0, result.output
+    assert picture.read_bytes().startswith(b"\x89PNG")
+    assert "BLEU 41+ words" in result.stdout  # --plot implies --by-length
+
+
+def test_plot_with_an_unknown_format_is_refused(tmp_path):
+    pytest.importorskip("matplotlib")
+    result = _eval("--hyp", HYP, "--ref", REF, "--src", SRC, "--plot", str(tmp_path / "a.xyz"))
+    _assert_clean_error(result, "a.xyz", ".png")
+
+
+def test_plot_without_matplotlib_names_the_extra(monkeypatch, tmp_path):
+    from nmt_cli.errors import ConfigError
+    from nmt_cli.render.scores import require_matplotlib
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` fail
+    with pytest.raises(ConfigError, match=re.escape("pip install 'nmt-cli[plot]'")):
+        require_matplotlib()
+    result = _eval("--hyp", HYP, "--ref", REF, "--src", SRC, "--plot", str(tmp_path / "a.png"))
+    _assert_clean_error(result, "--plot needs matplotlib", "pip install matplotlib")
+    assert not (tmp_path / "a.png").exists()
+
+
+@dataclasses.dataclass
+class _FakeOptions:
+    beam_size: int = 5
+    batch_size: int = 64
+
+    def check(self) -> _FakeOptions:
+        return self
+
+
+class _FakeTranslator:
+    """Stands in for the model: 'translates' by looking the reference up, in input order."""
+
+    def __init__(self, table: dict[str, str]):
+        self.table = table
+
+    @classmethod
+    def load(cls, model_dir, device="auto"):
+        sources = Path(SRC).read_text(encoding="utf-8").splitlines()
+        targets = Path(REF).read_text(encoding="utf-8").splitlines()
+        return cls(dict(zip(sources, targets, strict=True)))
+
+    def translate_lines(self, lines, options):
+        assert (options.beam_size, options.batch_size) == (2, 3)
+        for line in lines:
+            yield types.SimpleNamespace(text=self.table[line])
+
+
+def test_model_mode_translates_then_scores(monkeypatch, tmp_path):
+    fake = types.ModuleType("nmt_cli.translator")
+    fake.Translator, fake.SearchOptions = _FakeTranslator, _FakeOptions
+    monkeypatch.setitem(sys.modules, "nmt_cli.translator", fake)
+    model, saved = tmp_path / "model", tmp_path / "hyp.txt"
+    model.mkdir()
+    args = ["-m", str(model), "--src", SRC, "--ref", REF, "--save-hyp", str(saved), "--json"]
+    result = _eval(*args, "--metrics", "bleu", "--beam", "2", "--batch-size", "3")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["metrics"][0]["score"] == pytest.approx(100)
+    assert saved.read_text(encoding="utf-8") == Path(REF).read_text(encoding="utf-8")
+    assert document["files"]["hyp"] == str(saved)
+
+
+def test_bars_scale_to_the_longest_and_resolve_eighths():
+    from nmt_cli.render.scores import bar
+
+    assert bar(50, 100, width=10) == "█████"
+    assert bar(100, 100, width=10) == "█" * 10
+    assert bar(1, 100, width=10) == "▏"  # a tenth of a character rounds to an eighth
+    assert bar(0, 100) == "" and bar(5, 0) == ""
