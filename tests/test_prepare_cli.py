@@ -1,0 +1,431 @@
+"""`nmt prepare` end to end on tiny generated corpora, every bad input, and load_data_dir."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from nmt_cli.cli.app import app
+from nmt_cli.data.datadir import MANIFEST, load_data_dir
+from nmt_cli.data.tokenizer import Tokenizer
+from nmt_cli.errors import ArtifactError
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+runner = CliRunner()
+
+# A toy language pair: word i of one side translates word i of the other.
+DE = "der die ein Hund Katze Mann Frau sieht läuft schläft auf unter Tisch Haus rot groß".split()
+EN = "the the a dog cat man woman sees runs sleeps on under table house red big".split()
+
+
+def _pairs(n: int, seed: int = 0) -> list[tuple[str, str]]:
+    rng = random.Random(seed)
+    pairs = []
+    for _ in range(n):
+        words = [rng.randrange(len(DE)) for _ in range(rng.randint(3, 10))]
+        pairs.append((" ".join(DE[i] for i in words), " ".join(EN[i] for i in words)))
+    return pairs
+
+
+def _write_pair(directory: Path, name: str, pairs, gz: bool = False) -> tuple[Path, Path]:
+    paths = []
+    for side, lang in enumerate(("de", "en")):
+        path = directory / f"{name}.{lang}{'.gz' if gz else ''}"
+        data = "".join(pair[side] + "\n" for pair in pairs).encode("utf-8")
+        path.write_bytes(gzip.compress(data) if gz else data)
+        paths.append(path)
+    return paths[0], paths[1]
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    """Train (plain), dev and test (gzip) files of the toy pair."""
+    src, tgt = _write_pair(tmp_path, "train", _pairs(400))
+    dev = _write_pair(tmp_path, "dev", _pairs(20, seed=1), gz=True)
+    test = _write_pair(tmp_path, "test", _pairs(20, seed=2), gz=True)
+    return {"src": src, "tgt": tgt, "dev": dev, "test": test}
+
+
+def _prepare(*args) -> object:
+    return runner.invoke(app, ["prepare", *map(str, args)])
+
+
+def _train_args(corpus) -> list:
+    return ["--src", corpus["src"], "--tgt", corpus["tgt"], "--vocab-size", 60]
+
+
+def _assert_clean_error(result, *fragments: str, code: int = 2) -> None:
+    """Non-zero exit, one line on stderr holding every fragment, nothing on stdout."""
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == code, result.output
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    assert "Traceback" not in result.output
+    assert result.stdout == ""
+
+
+def _assert_nothing_left(output: Path) -> None:
+    assert not output.exists()
+    assert not list(output.parent.glob(f".{output.name}.*")), "a staged directory was left"
+
+
+def test_prepare_has_help():
+    result = _prepare("--help")
+    assert result.exit_code == 0
+    for option in ("--src", "--tsv", "--dev-size", "--max-ratio", "--vocab-size", "--joint"):
+        assert option in result.stdout
+
+
+def test_prepare_writes_a_complete_data_directory(corpus, tmp_path):
+    out = tmp_path / "data"
+    dev, test = corpus["dev"], corpus["test"]
+    result = _prepare(
+        *_train_args(corpus),
+        *("--dev-src", dev[0], "--dev-tgt", dev[1], "--test-src", test[0], "--test-tgt", test[1]),
+        *("--src-lang", "de", "--tgt-lang", "en", "-o", out),
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout == ""
+    assert "train" in result.stderr and "pairs" in result.stderr
+    data = load_data_dir(out)
+    assert data.joint and data.src_spm == data.tgt_spm == out / "spm.model"
+    assert (data.src_lang, data.tgt_lang) == ("de", "en")
+    assert len(data.fingerprint) == 16
+    assert data.splits == ("train", "dev", "test")
+    tokenizer = Tokenizer(data.src_spm)
+    for split in data.splits:
+        for side in ("src", "tgt"):
+            lines = data.text(split, side).read_text(encoding="utf-8").splitlines()
+            ids = data.ids(split, side)
+            assert len(ids) == len(lines)
+            assert ids[0].tolist() == tokenizer.encode(lines[0])
+    manifest = json.loads((out / MANIFEST).read_text())
+    assert manifest["counts"]["dev"]["origin"] == "given"
+    assert manifest["inputs"]["train"] == {"src": str(corpus["src"]), "tgt": str(corpus["tgt"])}
+    assert manifest["tokenizer"]["src"]["vocab_size"] == 60
+
+
+def test_every_filter_is_counted_and_given_splits_are_kept_whole(tmp_path):
+    train = _pairs(300) + [("", "leer"), ("Hund Hund", "dog dog"), ("Hund Hund", "dog dog")]
+    train += [("x " * 150, "y " * 150), ("@@", "the big dog sees the small cat on the table")]
+    src, tgt = _write_pair(tmp_path, "train", train)
+    dev = _write_pair(tmp_path, "dev", [("", "kept as a reference"), ("a", "b c d e f g h")])
+    out = tmp_path / "data"
+    result = _prepare(
+        *("--src", src, "--tgt", tgt, "--dev-src", dev[0], "--dev-tgt", dev[1]),
+        *("--vocab-size", 60, "-o", out),
+    )
+    assert result.exit_code == 0, result.output
+    counts = json.loads((out / MANIFEST).read_text())["counts"]
+    train_counts = counts["train"]
+    assert train_counts["read"] == 305
+    assert (train_counts["empty"], train_counts["too_long"], train_counts["ratio"]) == (1, 1, 1)
+    assert train_counts["duplicate"] >= 1
+    assert train_counts["kept"] == 305 - 3 - train_counts["duplicate"]
+    assert counts["dev"]["kept"] == 2
+    assert (out / "dev.src").read_text() == "\na\n"
+
+
+def test_crlf_bom_and_decomposed_text_are_normalised(tmp_path):
+    pairs = _pairs(200)
+    src = tmp_path / "train.de"
+    tgt = tmp_path / "train.en"
+    src.write_bytes(b"\xef\xbb\xbf" + "".join(f"{s}  \r\n" for s, _ in pairs).encode())
+    tgt.write_bytes("".join(f"{t}\r\n" for _, t in pairs).encode())
+    out = tmp_path / "data"
+    result = _prepare("--src", src, "--tgt", tgt, "--vocab-size", 60, "--no-dedup", "-o", out)
+    assert result.exit_code == 0, result.output
+    text = (out / "train.src").read_bytes()
+    assert b"\r" not in text and not text.startswith(b"\xef\xbb\xbf") and b"  " not in text
+    assert text.decode().splitlines() == [s for s, _ in pairs]
+    assert json.loads((out / MANIFEST).read_text())["counts"]["train"]["normalized"] == 200
+
+
+def test_tsv_with_held_out_dev_and_test_and_separate_models(tmp_path):
+    pairs = _pairs(400)
+    tsv = tmp_path / "corpus.tsv"
+    tsv.write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
+    outs = []
+    for name in ("a", "b"):
+        out = tmp_path / name
+        args = ("--tsv", tsv, "--dev-size", 30, "--test-size", 20, "--separate", "--no-dedup")
+        args += ("--model-type", "bpe")
+        result = _prepare(*args, "--vocab-size", 50, "-o", out)
+        assert result.exit_code == 0, result.output
+        outs.append(load_data_dir(out))
+    data = outs[0]
+    assert not data.joint and data.src_spm != data.tgt_spm
+    assert [len(data.ids(split, "src")) for split in data.splits] == [350, 30, 20]
+    # The same seed holds out the same pairs.
+    assert data.text("dev", "src").read_text() == outs[1].text("dev", "src").read_text()
+    manifest = data.manifest
+    assert manifest["counts"]["train"]["held_out"] == 50
+    assert manifest["inputs"]["dev"]["held_out_from"] == "train"
+
+
+def test_small_corpus_falls_back_to_a_smaller_vocabulary_with_a_warning(tmp_path):
+    src, tgt = _write_pair(tmp_path, "train", _pairs(60))
+    out = tmp_path / "data"
+    result = _prepare("--src", src, "--tgt", tgt, "-o", out)
+    assert result.exit_code == 0, result.output
+    assert "warning:" in result.stderr and "--vocab-size 8000" in result.stderr
+    tokenizer = json.loads((out / MANIFEST).read_text())["tokenizer"]["src"]
+    assert tokenizer["vocab_fallback"] is True
+    assert tokenizer["requested_vocab_size"] == 8000
+    assert tokenizer["vocab_size"] == Tokenizer(out / "spm.model").vocab_size < 8000
+
+
+def test_existing_output_is_refused_unless_forced(corpus, tmp_path):
+    out = tmp_path / "data"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    _assert_clean_error(_prepare(*_train_args(corpus), "-o", out), str(out), "--force")
+    assert (out / "keep.txt").read_text() == "mine"
+    result = _prepare(*_train_args(corpus), "-o", out, "--force")
+    assert result.exit_code == 0, result.output
+    assert not (out / "keep.txt").exists()
+    assert load_data_dir(out).has_split("train")
+
+
+def _bad(tmp_path: Path, kind: str) -> tuple[list, list[str]]:
+    """Arguments for one kind of bad input, and the fragments its message must hold."""
+    src, tgt = _write_pair(tmp_path, "train", _pairs(50))
+    ok = ["--src", src, "--tgt", tgt]
+    if kind == "missing":
+        return ["--src", tmp_path / "nope.de", "--tgt", tgt], ["nope.de", "does not exist"]
+    if kind == "directory":
+        return ["--src", tmp_path, "--tgt", tgt], [str(tmp_path), "is a directory"]
+    if kind == "mismatch":
+        short = tmp_path / "short.en"
+        short.write_text("".join(f"{t}\n" for _, t in _pairs(49)), encoding="utf-8")
+        return ["--src", src, "--tgt", short], [f"{src} has 50 lines but {short} has 49"]
+    if kind == "utf8":
+        src.write_bytes(src.read_bytes() + "Grüße\n".encode("latin-1"))
+        tgt.write_bytes(tgt.read_bytes() + b"greetings\n")
+        return ok, [str(src), "line 51", "UTF-8"]
+    if kind == "nul":
+        tgt.write_bytes(b"ok\x00\n" + tgt.read_bytes())
+        return ok, [str(tgt), "line 1", "NUL"]
+    if kind == "tsv-columns":
+        tsv = tmp_path / "c.tsv"
+        tsv.write_text("a\tb\nno tab here\n", encoding="utf-8")
+        return ["--tsv", tsv], [str(tsv), "line 2", "1 tab-separated columns"]
+    if kind == "nothing-left":
+        return [*ok, "--max-len", 1], ["no training pairs left after cleaning", "--max-len"]
+    if kind == "empty-corpus":
+        src.write_bytes(b"")
+        tgt.write_bytes(b"")
+        return ok, ["holds no sentences"]
+    if kind == "empty-dev":
+        dev = tmp_path / "dev.de"
+        dev.write_bytes(b"")
+        return [*ok, "--dev-src", dev, "--dev-tgt", dev], ["holds no sentences", "dev"]
+    options = {
+        "vocab-size": (["--vocab-size", 4], ["--vocab-size 4"]),
+        "vocab-below-alphabet": (["--vocab-size", 10], ["--vocab-size 10", "at least"]),
+        "negative-dev": (["--dev-size", -1], ["--dev-size -1", "negative"]),
+        "negative-max-len": (["--max-len", -5], ["--max-len -5"]),
+        "ratio-below-one": (["--max-ratio", 0.5], ["--max-ratio 0.5"]),
+        "dev-test-too-big": (["--dev-size", 30, "--test-size", 30], ["--dev-size 30", "lower"]),
+        "model-type": (["--model-type", "wordpiece"], ["--model-type", "unigram"]),
+        "coverage": (["--character-coverage", 2], ["--character-coverage 2"]),
+        "dev-twice": (["--dev-size", 5, "--dev-src", src, "--dev-tgt", tgt], ["not both"]),
+    }
+    if kind in options:
+        extra, fragments = options[kind]
+        return [*ok, *extra], fragments
+    if kind == "src-without-tgt":
+        return ["--src", src], ["--src was given without --tgt"]
+    if kind == "no-corpus":
+        return [], ["no corpus given"]
+    raise AssertionError(kind)
+
+
+BAD_KINDS = [
+    "missing",
+    "directory",
+    "mismatch",
+    "utf8",
+    "nul",
+    "tsv-columns",
+    "nothing-left",
+    "empty-corpus",
+    "empty-dev",
+    "vocab-size",
+    "vocab-below-alphabet",
+    "negative-dev",
+    "negative-max-len",
+    "ratio-below-one",
+    "dev-test-too-big",
+    "model-type",
+    "coverage",
+    "dev-twice",
+    "src-without-tgt",
+    "no-corpus",
+]
+
+
+@pytest.mark.parametrize("kind", BAD_KINDS)
+def test_bad_input_gives_one_line_and_leaves_nothing(tmp_path, kind):
+    args, fragments = _bad(tmp_path, kind)
+    out = tmp_path / "out"
+    _assert_clean_error(_prepare(*args, "-o", out), *fragments)
+    _assert_nothing_left(out)
+
+
+def test_interrupt_leaves_nothing_behind(corpus, tmp_path, monkeypatch):
+    import nmt_cli.data.prepare as prepare_module
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(prepare_module, "train_tokenizer", interrupted)
+    out = tmp_path / "out"
+    result = _prepare(*_train_args(corpus), "-o", out)
+    assert result.exit_code == 130
+    _assert_nothing_left(out)
+
+
+def test_progress_is_reported_through_the_callback(corpus, tmp_path):
+    from nmt_cli.data.corpus import ParallelSource
+    from nmt_cli.data.prepare import PrepareOptions, prepare
+
+    events = []
+    options = PrepareOptions(
+        train=ParallelSource(src=corpus["src"], tgt=corpus["tgt"]),
+        output=tmp_path / "out",
+        vocab_size=60,
+    )
+    report = prepare(options, progress=lambda *event: events.append(event))
+    steps = {step for step, _, _ in events}
+    assert any(step.startswith("reading") for step in steps)
+    assert any(step.startswith("training SentencePiece") for step in steps)
+    assert ("encoding train.src", report.splits[0].pairs, report.splits[0].pairs) in events
+
+
+# load_data_dir ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def prepared(corpus, tmp_path) -> Path:
+    out = tmp_path / "data"
+    assert _prepare(*_train_args(corpus), "--dev-size", 10, "-o", out).exit_code == 0
+    return out
+
+
+def _edit_manifest(path: Path, edit) -> None:
+    manifest = json.loads((path / MANIFEST).read_text())
+    edit(manifest)
+    (path / MANIFEST).write_text(json.dumps(manifest))
+
+
+def test_load_data_dir_refuses_a_missing_or_half_written_directory(tmp_path, prepared):
+    with pytest.raises(ArtifactError, match="does not exist"):
+        load_data_dir(tmp_path / "nowhere")
+    (prepared / MANIFEST).unlink()
+    with pytest.raises(ArtifactError, match="no prepare.json"):
+        load_data_dir(prepared)
+
+
+def test_load_data_dir_refuses_a_missing_file(prepared):
+    (prepared / "dev.tgt.ids.npy").unlink()
+    with pytest.raises(ArtifactError, match="dev.tgt.ids.npy is missing"):
+        load_data_dir(prepared)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda m: m.update(format_version=99), "version 99"),
+        (lambda m: m.update(format="something-else"), "not an `nmt prepare` manifest"),
+        (lambda m: m["tokenizer"].pop("tgt"), "malformed"),
+        (lambda m: m["splits"].update(extra=m["splits"]["train"]), "unknown split"),
+    ],
+)
+def test_load_data_dir_refuses_foreign_or_other_versions(prepared, edit, message):
+    _edit_manifest(prepared, edit)
+    with pytest.raises(ArtifactError, match=message):
+        load_data_dir(prepared)
+
+
+def test_load_data_dir_refuses_garbage_json(prepared):
+    (prepared / MANIFEST).write_text("{not json")
+    with pytest.raises(ArtifactError, match="corrupt"):
+        load_data_dir(prepared)
+
+
+@pytest.mark.parametrize("name", ["../secret", "/etc/passwd", "sub/train.src", "..", ""])
+def test_load_data_dir_refuses_paths_outside_it(prepared, name):
+    _edit_manifest(prepared, lambda m: m["splits"]["train"]["text"].update(src=name))
+    with pytest.raises(ArtifactError, match="not a plain file name"):
+        load_data_dir(prepared)
+    _edit_manifest(prepared, lambda m: m["splits"]["train"]["text"].update(src="train.src"))
+    _edit_manifest(prepared, lambda m: m["tokenizer"]["src"].update(model=name))
+    with pytest.raises(ArtifactError, match="not a plain file name"):
+        load_data_dir(prepared)
+
+
+def test_data_dir_names_a_missing_split(prepared):
+    data = load_data_dir(prepared)
+    assert data.has_split("dev") and not data.has_split("test")
+    with pytest.raises(ArtifactError, match="no test split"):
+        data.ids("test", "src")
+
+
+# Real corpora from ../shared (skipped when absent) ------------------------------------------
+
+
+def _head(source: Path, target: Path, n: int) -> None:
+    opener = gzip.open if source.suffix == ".gz" else open
+    with opener(source, "rt", encoding="utf-8") as handle:
+        target.write_text("".join(line for _, line in zip(range(n), handle, strict=False)))
+
+
+@pytest.mark.skipif(not (SHARED / "data" / "tatoeba-cmn-eng").is_dir(), reason="no shared data")
+def test_chinese_english_tatoeba_sample(tmp_path):
+    folder = SHARED / "data" / "tatoeba-cmn-eng"
+    for lang in ("en", "zh"):
+        _head(folder / f"all.{lang}", tmp_path / f"all.{lang}", 3000)
+    out = tmp_path / "data"
+    result = _prepare(
+        *("--src", tmp_path / "all.en", "--tgt", tmp_path / "all.zh", "--separate"),
+        *("--dev-size", 100, "--test-size", 100, "--vocab-size", 2000, "-o", out),
+    )
+    assert result.exit_code == 0, result.output
+    data = load_data_dir(out)
+    tokenizer = data.manifest["tokenizer"]
+    assert tokenizer["tgt"]["character_coverage"] == 0.9995
+    assert tokenizer["src"]["character_coverage"] == 1.0
+    assert data.manifest["counts"]["train"]["ratio"] < 10  # short zh↔en pairs survive
+    zh = Tokenizer(data.tgt_spm)
+    line = data.text("dev", "tgt").read_text(encoding="utf-8").splitlines()[0]
+    assert zh.decode(data.ids("dev", "tgt")[0]) == line
+
+
+@pytest.mark.skipif(not (SHARED / "data" / "multi30k").is_dir(), reason="no shared data")
+def test_multi30k_gzip_sample(tmp_path):
+    folder = SHARED / "data" / "multi30k"
+    out = tmp_path / "data"
+    result = _prepare(
+        *("--src", folder / "val.de.gz", "--tgt", folder / "val.en.gz", "--dev-size", 50),
+        *("--vocab-size", 1000, "-o", out),
+    )
+    assert result.exit_code == 0, result.output
+    counts = load_data_dir(out).manifest["counts"]["train"]
+    assert counts["read"] == 1014
+    assert counts["kept"] + counts["empty"] + counts["too_long"] + counts["ratio"] <= 1014
+
+
+def test_same_input_gives_the_same_fingerprint(corpus, tmp_path):
+    fingerprints = set()
+    for name in ("one", "two"):
+        assert _prepare(*_train_args(corpus), "-o", tmp_path / name).exit_code == 0
+        fingerprints.add(load_data_dir(tmp_path / name).fingerprint)
+    assert len(fingerprints) == 1
