@@ -17,6 +17,12 @@ from pathlib import Path
 from nmt_cli.errors import InputError, NmtError
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def _fsync_dir(path: Path) -> None:
     with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY)
@@ -31,6 +37,7 @@ def atomic_open(path: str | os.PathLike, mode: str = "wb", encoding: str | None 
     """Open a temporary sibling of `path` for writing; rename it over `path` on success."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual permissions
     try:
         with os.fdopen(fd, mode, encoding=encoding) as handle:
             yield handle

@@ -30,9 +30,18 @@ class Batch:
 
     def to(self, device: torch.device) -> Batch:
         pin = device.type == "cuda"
-        move = (lambda t: t.pin_memory().to(device, non_blocking=True)) if pin else (lambda t: t.to(device))
-        return Batch(move(self.src), move(self.src_lengths), move(self.tgt_in), move(self.tgt_out),
-                     self.n_tokens)
+        move = (
+            (lambda t: t.pin_memory().to(device, non_blocking=True))
+            if pin
+            else (lambda t: t.to(device))
+        )
+        return Batch(
+            move(self.src),
+            move(self.src_lengths),
+            move(self.tgt_in),
+            move(self.tgt_out),
+            self.n_tokens,
+        )
 
 
 def collate(src_seqs: Sequence[np.ndarray], tgt_seqs: Sequence[np.ndarray]) -> Batch:
@@ -56,12 +65,21 @@ def collate(src_seqs: Sequence[np.ndarray], tgt_seqs: Sequence[np.ndarray]) -> B
         tgt_out[row, : len(t)] = t
         tgt_out[row, len(t)] = EOS_ID
     n_tokens = int(sum(len(t) + 1 for t in tgt_seqs))
-    return Batch(torch.from_numpy(src), torch.from_numpy(lengths), torch.from_numpy(tgt_in),
-                 torch.from_numpy(tgt_out), n_tokens)
+    return Batch(
+        torch.from_numpy(src),
+        torch.from_numpy(lengths),
+        torch.from_numpy(tgt_in),
+        torch.from_numpy(tgt_out),
+        n_tokens,
+    )
 
 
 def make_batches(
-    src_lengths: np.ndarray, tgt_lengths: np.ndarray, batch_tokens: int, seed: int, epoch: int,
+    src_lengths: np.ndarray,
+    tgt_lengths: np.ndarray,
+    batch_tokens: int,
+    seed: int,
+    epoch: int,
     shuffle: bool = True,
 ) -> list[np.ndarray]:
     """Index arrays of the batches of one epoch, in the order they are to be trained."""
@@ -84,7 +102,9 @@ def make_batches(
     return batches
 
 
-def iterate_batches(src, tgt, batches: list[np.ndarray], start: int = 0) -> Iterator[tuple[int, Batch]]:
+def iterate_batches(
+    src, tgt, batches: list[np.ndarray], start: int = 0
+) -> Iterator[tuple[int, Batch]]:
     """Yield (index, Batch) from batch `start` on; src/tgt are indexable id stores."""
     for index in range(start, len(batches)):
         rows = batches[index]

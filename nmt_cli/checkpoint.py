@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import json
 import pickle
+import re
 import warnings
 import zipfile
 from pathlib import Path
@@ -49,15 +50,22 @@ def save(path: Path, payload: dict[str, Any]) -> None:
 def load(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Load a checkpoint with the weights-only unpickler; any other content is an ArtifactError."""
     if not path.is_file():
-        raise ArtifactError(f"{path} does not exist: train a model first (nmt train) or check the path")
+        raise ArtifactError(
+            f"{path} does not exist: train a model first (nmt train) or check the path"
+        )
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # torch warns about foreign pickle protocols; we refuse them
+            warnings.simplefilter(
+                "ignore"
+            )  # torch warns about foreign pickle protocols; we refuse them
             payload = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "unsafe content"
+        found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(exc))
+        what = (
+            f"it would import {found.group(1)}" if found else "it holds objects other than weights"
+        )
         raise ArtifactError(
-            f"{path} was refused: it holds objects other than weights ({first[:120]}); "
+            f"{path} was refused: {what}, and loading it could run code; "
             "only load model files you trust, written by nmt"
         ) from None
     except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError) as exc:
@@ -84,7 +92,9 @@ def read_json(path: Path) -> dict[str, Any]:
     except FileNotFoundError:
         raise ArtifactError(f"{path} is missing: the directory is incomplete") from None
     except (json.JSONDecodeError, UnicodeDecodeError, IsADirectoryError) as exc:
-        raise ArtifactError(f"{path} is corrupt ({type(exc).__name__}): retrain or restore it") from None
+        raise ArtifactError(
+            f"{path} is corrupt ({type(exc).__name__}): retrain or restore it"
+        ) from None
     if not isinstance(data, dict):
         raise ArtifactError(f"{path} is corrupt: expected a JSON object")
     return data
@@ -93,9 +103,13 @@ def read_json(path: Path) -> dict[str, Any]:
 def check_model_dir(model_dir: Path) -> None:
     """Refuse a path that is not a model directory, with a hint on how to make one."""
     if not model_dir.exists():
-        raise ArtifactError(f"model directory {model_dir} does not exist: train one with `nmt train`")
+        raise ArtifactError(
+            f"model directory {model_dir} does not exist: train one with `nmt train`"
+        )
     if not model_dir.is_dir():
-        raise ArtifactError(f"{model_dir} is not a directory: pass the model directory from `nmt train -o`")
+        raise ArtifactError(
+            f"{model_dir} is not a directory: pass the model directory from `nmt train -o`"
+        )
     missing = [f for f in (MODEL_FILE, SRC_SPM, TGT_SPM) if not (model_dir / f).is_file()]
     if missing:
         raise ArtifactError(

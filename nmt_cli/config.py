@@ -26,14 +26,18 @@ class ModelConfig:
 
     cell: str = "gru"  # recurrent cell of encoder and decoder: gru or lstm
     emb_size: int = 256  # embedding size (source and target)
-    hidden_size: int = 256  # encoder hidden size per direction; the decoder gets 2x when bidirectional
+    hidden_size: int = (
+        256  # encoder hidden size per direction; the decoder gets 2x when bidirectional
+    )
     layers: int = 1  # RNN layers in encoder and decoder
     bidirectional: bool = True  # bidirectional encoder
     attention: str = "general"  # score function: dot, general, additive, none
     decoder_style: str = "luong"  # luong (attend after the RNN step) or bahdanau (before)
     input_feed: bool = False  # luong: feed the previous attentional vector into the next step
     dropout: float = 0.2  # dropout on embeddings and RNN outputs
-    tie_embeddings: bool = True  # output layer shares the target embedding matrix (needs emb == output size)
+    tie_embeddings: bool = (
+        True  # output layer shares the target embedding matrix (needs emb == output size)
+    )
     share_embeddings: bool = True  # one embedding for source and target (joint vocabulary only)
     src_vocab_size: int = 0  # filled in from the data directory
     tgt_vocab_size: int = 0  # filled in from the data directory
@@ -141,19 +145,36 @@ def validate(config: Config) -> Config:
         value = getattr(m, name)
         _require(1 <= value <= 8192, f"--{name.replace('_', '-')} must be in 1..8192, got {value}")
     _require(0.0 <= m.dropout < 1.0, f"--dropout must be in [0, 1), got {m.dropout}")
-    _require(0.0 <= t.label_smoothing < 1.0, f"--label-smoothing must be in [0, 1), got {t.label_smoothing}")
+    _require(
+        0.0 <= t.label_smoothing < 1.0,
+        f"--label-smoothing must be in [0, 1), got {t.label_smoothing}",
+    )
     _require(0.0 < t.lr <= 10.0, f"--lr must be in (0, 10], got {t.lr}")
-    _require(1 <= t.batch_tokens <= 10_000_000, f"--batch-tokens must be in 1..10000000, got {t.batch_tokens}")
+    _require(
+        1 <= t.batch_tokens <= 10_000_000,
+        f"--batch-tokens must be in 1..10000000, got {t.batch_tokens}",
+    )
     _require(2 <= t.max_len <= 100_000, f"--max-len must be in 2..100000, got {t.max_len}")
-    _require(t.schedule in ("plateau", "inverse_sqrt", "constant"),
-             f"--schedule must be plateau, inverse_sqrt or constant, got {t.schedule!r}")
-    for name in ("max_steps", "max_epochs", "warmup_steps", "patience", "valid_sentences", "threads"):
+    _require(
+        t.schedule in ("plateau", "inverse_sqrt", "constant"),
+        f"--schedule must be plateau, inverse_sqrt or constant, got {t.schedule!r}",
+    )
+    for name in (
+        "max_steps",
+        "max_epochs",
+        "warmup_steps",
+        "patience",
+        "valid_sentences",
+        "threads",
+    ):
         value = getattr(t, name)
         _require(0 <= value <= 10**9, f"--{name.replace('_', '-')} must be ≥ 0, got {value}")
     _require(t.valid_every >= 1 and t.log_every >= 1, "--valid-every and --log-every must be ≥ 1")
     _require(t.max_time >= 0, f"--max-time must be ≥ 0, got {t.max_time}")
-    _require(t.device in ("auto", "cpu", "cuda") or t.device.startswith("cuda:"),
-             f"--device must be auto, cpu or cuda, got {t.device!r}")
+    _require(
+        t.device in ("auto", "cpu", "cuda") or t.device.startswith("cuda:"),
+        f"--device must be auto, cpu or cuda, got {t.device!r}",
+    )
     return config
 
 
@@ -170,7 +191,9 @@ def load_toml(path: Path) -> dict[str, Any]:
 
 
 def resolve(
-    config_file: Path | None, overrides: dict[str, dict[str, Any]], base: dict[str, Any] | None = None
+    config_file: Path | None,
+    overrides: dict[str, dict[str, Any]],
+    base: dict[str, Any] | None = None,
 ) -> Config:
     """Merge defaults ← config file (or a saved config) ← flags ({section: {key: value}}; None = unset)."""
     data: dict[str, Any] = load_toml(config_file) if config_file else dict(base or {})

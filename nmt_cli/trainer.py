@@ -51,7 +51,9 @@ def pick_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
-        raise NmtError("--device cuda was asked for but no CUDA device is available; use --device cpu")
+        raise NmtError(
+            "--device cuda was asked for but no CUDA device is available; use --device cpu"
+        )
     return torch.device(name)
 
 
@@ -64,7 +66,9 @@ def autocast_for(device: torch.device, enabled: bool):
     return torch.autocast("cuda", dtype=torch.float16), torch.amp.GradScaler("cuda")
 
 
-def batch_loss(model: Seq2Seq, batch: Batch, label_smoothing: float) -> tuple[torch.Tensor, torch.Tensor]:
+def batch_loss(
+    model: Seq2Seq, batch: Batch, label_smoothing: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean smoothed loss per target token, and the summed plain NLL (for perplexity).
 
     The output layer runs once over the real (non-pad) positions of all steps: it dominates
@@ -76,7 +80,9 @@ def batch_loss(model: Seq2Seq, batch: Batch, label_smoothing: float) -> tuple[to
     targets = batch.tgt_out[real]
     loss = F.cross_entropy(logits, targets, label_smoothing=label_smoothing, reduction="sum")
     with torch.no_grad():
-        nll = F.cross_entropy(logits, targets, reduction="sum") if label_smoothing else loss.detach()
+        nll = (
+            F.cross_entropy(logits, targets, reduction="sum") if label_smoothing else loss.detach()
+        )
     return loss / max(1, batch.n_tokens), nll
 
 
@@ -115,12 +121,19 @@ class Trainer:
         keep = (self.train_src.lengths <= max_len) & (self.train_tgt.lengths <= max_len)
         self.train_rows = np.flatnonzero(keep)
         if len(self.train_rows) == 0:
-            raise NmtError(f"no training pair has at most {max_len} pieces on both sides; raise --max-len")
+            raise NmtError(
+                f"no training pair has at most {max_len} pieces on both sides; raise --max-len"
+            )
 
     def _epoch_batches(self, epoch: int) -> list[np.ndarray]:
         rows = self.train_rows
-        batches = make_batches(self.train_src.lengths[rows], self.train_tgt.lengths[rows],
-                               self.config.train.batch_tokens, self.config.train.seed, epoch)
+        batches = make_batches(
+            self.train_src.lengths[rows],
+            self.train_tgt.lengths[rows],
+            self.config.train.batch_tokens,
+            self.config.train.seed,
+            epoch,
+        )
         return [rows[b] for b in batches]
 
     # -- schedule ---------------------------------------------------------------------------
@@ -148,8 +161,13 @@ class Trainer:
         if not torch.isfinite(loss):
             self._bad_losses += 1
             self.optimizer.zero_grad(set_to_none=True)
-            self._emit({"event": "warning", "step": self.progress.step,
-                        "message": f"non-finite loss at step {self.progress.step + 1}: update skipped"})
+            self._emit(
+                {
+                    "event": "warning",
+                    "step": self.progress.step,
+                    "message": f"non-finite loss at step {self.progress.step + 1}: update skipped",
+                }
+            )
             if self._bad_losses >= MAX_BAD_LOSSES:
                 raise NmtError(
                     f"the loss was not finite {MAX_BAD_LOSSES} times in a row (step "
@@ -181,9 +199,12 @@ class Trainer:
         window = {"loss": 0.0, "steps": 0, "tokens": 0, "time": time.monotonic()}
         while not self._finished_epochs():
             batches = self._epoch_batches(self.progress.epoch)
-            self._emit({"event": "epoch", "epoch": self.progress.epoch + 1, "batches": len(batches)})
-            for index, batch in iterate_batches(self.train_src, self.train_tgt, batches,
-                                                self.progress.batch_index):
+            self._emit(
+                {"event": "epoch", "epoch": self.progress.epoch + 1, "batches": len(batches)}
+            )
+            for index, batch in iterate_batches(
+                self.train_src, self.train_tgt, batches, self.progress.batch_index
+            ):
                 if self.stop.is_set():
                     self._interrupt(started)
                 lr = self._set_lr()
@@ -213,7 +234,10 @@ class Trainer:
                     break
                 continue
             break
-        if self.progress.step % t.valid_every != 0 or not (self.model_dir / checkpoint.MODEL_FILE).exists():
+        if (
+            self.progress.step % t.valid_every != 0
+            or not (self.model_dir / checkpoint.MODEL_FILE).exists()
+        ):
             self._validate_and_save()
         self.progress.train_seconds = time.monotonic() - started
         self._save_last()
@@ -221,7 +245,10 @@ class Trainer:
         return self.progress
 
     def _finished_epochs(self) -> bool:
-        return bool(self.config.train.max_epochs) and self.progress.epoch >= self.config.train.max_epochs
+        return (
+            bool(self.config.train.max_epochs)
+            and self.progress.epoch >= self.config.train.max_epochs
+        )
 
     def _patience_exhausted(self) -> bool:
         patience = self.config.train.patience
@@ -247,13 +274,22 @@ class Trainer:
         now = time.monotonic()
         seconds = max(1e-9, now - window["time"])
         loss = window["loss"] / max(1, window["steps"])
-        self._emit({
-            "event": "train", "step": self.progress.step, "epoch": self.progress.epoch + 1,
-            "batch": self.progress.batch_index, "batches": n_batches, "loss": round(loss, 4),
-            "lr": lr, "tokens_per_s": round(window["tokens"] / seconds, 1),
-            "elapsed": round(self.progress.train_seconds, 1),
-            "remaining": self._remaining(now - run_started, window["steps"] / seconds, n_batches),
-        })
+        self._emit(
+            {
+                "event": "train",
+                "step": self.progress.step,
+                "epoch": self.progress.epoch + 1,
+                "batch": self.progress.batch_index,
+                "batches": n_batches,
+                "loss": round(loss, 4),
+                "lr": lr,
+                "tokens_per_s": round(window["tokens"] / seconds, 1),
+                "elapsed": round(self.progress.train_seconds, 1),
+                "remaining": self._remaining(
+                    now - run_started, window["steps"] / seconds, n_batches
+                ),
+            }
+        )
         window.update(loss=0.0, steps=0, tokens=0, time=now)
 
     def _remaining(self, run_elapsed: float, steps_per_s: float, n_batches: int) -> float | None:
@@ -275,8 +311,9 @@ class Trainer:
             return None
         self.model.eval()
         src, tgt = self.data.ids("dev", "src"), self.data.ids("dev", "tgt")
-        batches = make_batches(src.lengths, tgt.lengths, self.config.train.batch_tokens, 0, 0,
-                               shuffle=False)
+        batches = make_batches(
+            src.lengths, tgt.lengths, self.config.train.batch_tokens, 0, 0, shuffle=False
+        )
         total, tokens = 0.0, 0
         for _, batch in iterate_batches(src, tgt, batches):
             batch = batch.to(self.device)
@@ -322,14 +359,20 @@ class Trainer:
             if self.config.train.schedule == "plateau":
                 p.lr_scale *= self.config.train.decay_factor
         self._save_last()
-        self._emit({
-            "event": "valid", "step": p.step, "epoch": p.epoch + (0 if p.batch_index == 0 else 1),
-            "dev_loss": None if loss is None else round(loss, 4),
-            "dev_ppl": None if loss is None else round(math.exp(min(loss, 50)), 2),
-            "dev_bleu": None if bleu is None else round(bleu, 2), "best_bleu": round(p.best_bleu, 2),
-            "best_step": p.best_step, "improved": improved,
-            "seconds": round(time.monotonic() - started, 1),
-        })
+        self._emit(
+            {
+                "event": "valid",
+                "step": p.step,
+                "epoch": p.epoch + (0 if p.batch_index == 0 else 1),
+                "dev_loss": None if loss is None else round(loss, 4),
+                "dev_ppl": None if loss is None else round(math.exp(min(loss, 50)), 2),
+                "dev_bleu": None if bleu is None else round(bleu, 2),
+                "best_bleu": round(p.best_bleu, 2),
+                "best_step": p.best_step,
+                "improved": improved,
+                "seconds": round(time.monotonic() - started, 1),
+            }
+        )
 
     # -- checkpoints ------------------------------------------------------------------------
     def _weights(self) -> dict[str, torch.Tensor]:
@@ -337,22 +380,32 @@ class Trainer:
 
     def _save_best(self) -> None:
         meta = self._meta()
-        checkpoint.save(self.model_dir / checkpoint.MODEL_FILE, {
-            "config": self.config.to_dict(), "weights": self._weights(), "meta": meta,
-        })
+        checkpoint.save(
+            self.model_dir / checkpoint.MODEL_FILE,
+            {
+                "config": self.config.to_dict(),
+                "weights": self._weights(),
+                "meta": meta,
+            },
+        )
         checkpoint.write_json(self.model_dir / checkpoint.META_FILE, meta)
 
     def _meta(self) -> dict[str, Any]:
         import nmt_cli
 
         return {
-            "nmt_version": nmt_cli.__version__, "torch_version": torch.__version__,
-            "step": self.progress.step, "epoch": self.progress.epoch,
-            "best_dev_bleu": round(self.progress.best_bleu, 2), "best_step": self.progress.best_step,
+            "nmt_version": nmt_cli.__version__,
+            "torch_version": str(torch.__version__),
+            "step": self.progress.step,
+            "epoch": self.progress.epoch,
+            "best_dev_bleu": round(self.progress.best_bleu, 2),
+            "best_step": self.progress.best_step,
             "tokens_seen": self.progress.tokens_seen,
             "train_seconds": round(self.progress.train_seconds, 1),
-            "data_dir": str(self.data.path), "data_fingerprint": self.data.fingerprint,
-            "src_lang": self.data.src_lang, "tgt_lang": self.data.tgt_lang,
+            "data_dir": str(self.data.path),
+            "data_fingerprint": self.data.fingerprint,
+            "src_lang": self.data.src_lang,
+            "tgt_lang": self.data.tgt_lang,
             "device": str(self.device),
         }
 
@@ -360,12 +413,18 @@ class Trainer:
         rng = {"torch": torch.get_rng_state()}
         if torch.cuda.is_available():
             rng["cuda"] = torch.cuda.get_rng_state_all()
-        checkpoint.save(self.model_dir / checkpoint.LAST_FILE, {
-            "config": self.config.to_dict(), "weights": self._weights(),
-            "optimizer": self.optimizer.state_dict(), "progress": asdict(self.progress),
-            "rng": rng, "scaler": self.scaler.state_dict() if self.scaler else None,
-            "data_fingerprint": self.data.fingerprint,
-        })
+        checkpoint.save(
+            self.model_dir / checkpoint.LAST_FILE,
+            {
+                "config": self.config.to_dict(),
+                "weights": self._weights(),
+                "optimizer": self.optimizer.state_dict(),
+                "progress": asdict(self.progress),
+                "rng": rng,
+                "scaler": self.scaler.state_dict() if self.scaler else None,
+                "data_fingerprint": self.data.fingerprint,
+            },
+        )
 
     def resume(self) -> Progress:
         """Restore model, optimizer, schedule, step, data position, RNG and early-stopping state."""

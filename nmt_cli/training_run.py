@@ -23,11 +23,17 @@ def _with_vocab(config: Config, src_vocab: int, tgt_vocab: int) -> Config:
 def _prepare_model_dir(output: Path, resume: bool, force: bool) -> None:
     if output.exists() and not output.is_dir():
         raise NmtError(f"{output} exists and is not a directory; choose another --output")
-    has_model = (output / checkpoint.LAST_FILE).exists() or (output / checkpoint.MODEL_FILE).exists()
+    has_model = (output / checkpoint.LAST_FILE).exists() or (
+        output / checkpoint.MODEL_FILE
+    ).exists()
     if resume and not (output / checkpoint.LAST_FILE).exists():
-        raise NmtError(f"nothing to resume in {output}: {checkpoint.LAST_FILE} is missing; drop --resume")
+        raise NmtError(
+            f"nothing to resume in {output}: {checkpoint.LAST_FILE} is missing; drop --resume"
+        )
     if has_model and not resume and not force:
-        raise NmtError(f"{output} already holds a model: add --resume to continue it or --force to start afresh")
+        raise NmtError(
+            f"{output} already holds a model: add --resume to continue it or --force to start afresh"
+        )
     output.mkdir(parents=True, exist_ok=True)
 
 
@@ -55,8 +61,13 @@ class _StopOnSignal:
 
 
 def run_training(
-    data_dir: Path, output: Path, config_file: Path | None, overrides: dict[str, dict[str, Any]],
-    resume: bool = False, force: bool = False, on_event: Callable[[dict], None] = lambda e: None,
+    data_dir: Path,
+    output: Path,
+    config_file: Path | None,
+    overrides: dict[str, dict[str, Any]],
+    resume: bool = False,
+    force: bool = False,
+    on_event: Callable[[dict], None] = lambda e: None,
 ):
     """Train a model into `output`; returns the final Progress."""
     from nmt_cli.data.datadir import load_data_dir
@@ -69,18 +80,32 @@ def run_training(
     if resume and config_file is None and (output / checkpoint.CONFIG_FILE).exists():
         base = checkpoint.read_json(output / checkpoint.CONFIG_FILE)  # resume with the saved config
     config = resolve(config_file, overrides, base=base)
-    config = _with_vocab(config, Tokenizer(data.src_spm).vocab_size, Tokenizer(data.tgt_spm).vocab_size)
+    config = _with_vocab(
+        config, Tokenizer(data.src_spm).vocab_size, Tokenizer(data.tgt_spm).vocab_size
+    )
     _prepare_model_dir(output, resume, force)
     with directory_lock(output), _StopOnSignal() as stop:
         if force and not resume:
-            for name in (checkpoint.MODEL_FILE, checkpoint.LAST_FILE, checkpoint.META_FILE, "train.jsonl"):
+            for name in (
+                checkpoint.MODEL_FILE,
+                checkpoint.LAST_FILE,
+                checkpoint.META_FILE,
+                "train.jsonl",
+            ):
                 (output / name).unlink(missing_ok=True)
         trainer = Trainer(config, data, output, on_event=on_event, stop=stop)
         checkpoint.write_json(output / checkpoint.CONFIG_FILE, config.to_dict())
         copy_tokenizers(data, output)
-        on_event({"event": "config", "config": config.to_dict(), "device": str(trainer.device),
-                  "parameters": sum(p.numel() for p in trainer.model.parameters()),
-                  "train_pairs": len(trainer.train_rows), "output": str(output)})
+        on_event(
+            {
+                "event": "config",
+                "config": config.to_dict(),
+                "device": str(trainer.device),
+                "parameters": sum(p.numel() for p in trainer.model.parameters()),
+                "train_pairs": len(trainer.train_rows),
+                "output": str(output),
+            }
+        )
         if resume:
             trainer.resume()
         return trainer.train()

@@ -37,7 +37,9 @@ class SearchOptions:
         if self.beam_size < 1:
             raise ConfigError(f"--beam must be ≥ 1, got {self.beam_size}")
         if not 1 <= self.nbest <= self.beam_size:
-            raise ConfigError(f"--nbest must be between 1 and --beam ({self.beam_size}), got {self.nbest}")
+            raise ConfigError(
+                f"--nbest must be between 1 and --beam ({self.beam_size}), got {self.nbest}"
+            )
         if self.batch_size < 1:
             raise ConfigError(f"--batch-size must be ≥ 1, got {self.batch_size}")
         if self.max_len_ratio <= 0 or self.max_len_extra < 0:
@@ -47,25 +49,40 @@ class SearchOptions:
         return self
 
 
-def _search_batch(model: Seq2Seq, sources: Sequence[np.ndarray], device: torch.device,
-                  options: SearchOptions) -> list[list[Hypothesis]]:
+def _search_batch(
+    model: Seq2Seq, sources: Sequence[np.ndarray], device: torch.device, options: SearchOptions
+) -> list[list[Hypothesis]]:
     batch = collate(sources, [np.empty(0, dtype=np.int64)] * len(sources))
     src, lengths = batch.src.to(device), batch.src_lengths.to(device)
     state = model.encode(src, lengths)
     max_lengths = (lengths.float() * options.max_len_ratio + options.max_len_extra).long()
     if options.beam_size == 1:
-        best = greedy_search(model.step_log_probs, model.reorder, state, len(sources), BOS_ID,
-                             EOS_ID, max_lengths)
+        best = greedy_search(
+            model.step_log_probs, model.reorder, state, len(sources), BOS_ID, EOS_ID, max_lengths
+        )
         return [[h] for h in best]
-    return beam_search(model.step_log_probs, model.reorder, state, len(sources), BOS_ID, EOS_ID,
-                       max_lengths, beam_size=options.beam_size, nbest=options.nbest,
-                       alpha=options.alpha)
+    return beam_search(
+        model.step_log_probs,
+        model.reorder,
+        state,
+        len(sources),
+        BOS_ID,
+        EOS_ID,
+        max_lengths,
+        beam_size=options.beam_size,
+        nbest=options.nbest,
+        alpha=options.alpha,
+    )
 
 
 @torch.inference_mode()
-def decode_ids(model: Seq2Seq, sources: Sequence[np.ndarray], device: torch.device,
-               options: SearchOptions | None = None, batch_size: int | None = None
-               ) -> list[list[Hypothesis]]:
+def decode_ids(
+    model: Seq2Seq,
+    sources: Sequence[np.ndarray],
+    device: torch.device,
+    options: SearchOptions | None = None,
+    batch_size: int | None = None,
+) -> list[list[Hypothesis]]:
     """n-best lists for source id sequences, batched longest first, returned in input order."""
     options = options or SearchOptions(beam_size=1)
     size = batch_size or options.batch_size
@@ -74,8 +91,9 @@ def decode_ids(model: Seq2Seq, sources: Sequence[np.ndarray], device: torch.devi
     results: list[list[Hypothesis]] = [[] for _ in sources]
     for start in range(0, len(order), size):
         rows = order[start : start + size]
-        for row, nbest in zip(rows, _search_batch(model, [sources[i] for i in rows], device, options),
-                              strict=True):
+        for row, nbest in zip(
+            rows, _search_batch(model, [sources[i] for i in rows], device, options), strict=True
+        ):
             results[row] = nbest
     return results
 
@@ -89,16 +107,27 @@ class Translation:
     src_pieces: list[str] = field(default_factory=list)
     pieces: list[str] = field(default_factory=list)
     score: float = 0.0
-    attention: np.ndarray | None = None  # (len(pieces) + 1, len(src_pieces)): a row per step incl. EOS
-    alternatives: list[tuple[str, float]] = field(default_factory=list)  # n-best (text, score), best first
+    attention: np.ndarray | None = (
+        None  # (len(pieces) + 1, len(src_pieces)): a row per step incl. EOS
+    )
+    alternatives: list[tuple[str, float]] = field(
+        default_factory=list
+    )  # n-best (text, score), best first
     truncated: bool = False  # the source was longer than the model's limit and was cut
 
 
 class Translator:
     """A loaded model directory: model, configuration and tokenizers."""
 
-    def __init__(self, model: Seq2Seq, config: Config, src_tokenizer, tgt_tokenizer,
-                 device: torch.device, model_dir: Path):
+    def __init__(
+        self,
+        model: Seq2Seq,
+        config: Config,
+        src_tokenizer,
+        tgt_tokenizer,
+        device: torch.device,
+        model_dir: Path,
+    ):
         self.model = model
         self.config = config
         self.src_tokenizer = src_tokenizer
@@ -108,8 +137,9 @@ class Translator:
         self.max_source_pieces = config.train.max_len
 
     @classmethod
-    def load(cls, model_dir: Path, device: str = "auto", quantize: bool = False,
-             threads: int = 0) -> Translator:
+    def load(
+        cls, model_dir: Path, device: str = "auto", quantize: bool = False, threads: int = 0
+    ) -> Translator:
         from nmt_cli.data.tokenizer import Tokenizer
         from nmt_cli.trainer import pick_device
 
@@ -129,22 +159,34 @@ class Translator:
         tgt_tok = Tokenizer(model_dir / checkpoint.TGT_SPM)
         return cls(model, config, src_tok, tgt_tok, torch_device, model_dir)
 
-    def translate_lines(self, lines: Iterable[str], options: SearchOptions, chunk_size: int = 512,
-                        replace_unk: bool = False, with_attention: bool = False
-                        ) -> Iterator[Translation]:
+    def translate_lines(
+        self,
+        lines: Iterable[str],
+        options: SearchOptions,
+        chunk_size: int = 512,
+        replace_unk: bool = False,
+        with_attention: bool = False,
+    ) -> Iterator[Translation]:
         """Translate lines in chunks (memory stays flat), yielding one Translation per line, in order."""
         options.check()
         iterator = iter(lines)
         while chunk := list(itertools.islice(iterator, chunk_size)):
             yield from self.translate_chunk(chunk, options, replace_unk, with_attention)
 
-    def translate_chunk(self, lines: list[str], options: SearchOptions, replace_unk: bool = False,
-                        with_attention: bool = False) -> list[Translation]:
+    def translate_chunk(
+        self,
+        lines: list[str],
+        options: SearchOptions,
+        replace_unk: bool = False,
+        with_attention: bool = False,
+    ) -> list[Translation]:
         encoded = [self._encode_source(line) for line in lines]
         todo = [i for i, (ids, _) in enumerate(encoded) if len(ids)]
         nbests = decode_ids(self.model, [encoded[i][0] for i in todo], self.device, options)
-        results = [Translation(source=line, text="", truncated=encoded[i][1])
-                   for i, line in enumerate(lines)]
+        results = [
+            Translation(source=line, text="", truncated=encoded[i][1])
+            for i, line in enumerate(lines)
+        ]
         for i, nbest in zip(todo, nbests, strict=True):
             results[i] = self._finish(lines[i], encoded[i], nbest, replace_unk, with_attention)
         return results
@@ -154,8 +196,14 @@ class Translator:
         truncated = len(ids) > self.max_source_pieces
         return np.asarray(ids[: self.max_source_pieces], dtype=np.int64), truncated
 
-    def _finish(self, line: str, encoded: tuple[np.ndarray, bool], nbest: list[Hypothesis],
-                replace_unk: bool, with_attention: bool) -> Translation:
+    def _finish(
+        self,
+        line: str,
+        encoded: tuple[np.ndarray, bool],
+        nbest: list[Hypothesis],
+        replace_unk: bool,
+        with_attention: bool,
+    ) -> Translation:
         src_ids, truncated = encoded
         src_pieces = [self.src_tokenizer.id_to_piece(int(i)) for i in src_ids]
         best = nbest[0]
@@ -163,12 +211,19 @@ class Translator:
         pieces = self._pieces(best, src_pieces, attention if replace_unk else None)
         alternatives = [(self._text(self._pieces(h, src_pieces, None)), h.score) for h in nbest]
         return Translation(
-            source=line, text=self._text(pieces), src_pieces=src_pieces, pieces=pieces,
-            score=best.score, attention=attention if with_attention else None,
-            alternatives=alternatives, truncated=truncated,
+            source=line,
+            text=self._text(pieces),
+            src_pieces=src_pieces,
+            pieces=pieces,
+            score=best.score,
+            attention=attention if with_attention else None,
+            alternatives=alternatives,
+            truncated=truncated,
         )
 
-    def _pieces(self, hyp: Hypothesis, src_pieces: list[str], attention: np.ndarray | None) -> list[str]:
+    def _pieces(
+        self, hyp: Hypothesis, src_pieces: list[str], attention: np.ndarray | None
+    ) -> list[str]:
         pieces = [self.tgt_tokenizer.id_to_piece(t) for t in hyp.tokens]
         if attention is None or not src_pieces:
             return pieces
@@ -185,8 +240,12 @@ class Translator:
     def forced_attention(self, source: str, target: str) -> tuple[list[str], list[str], np.ndarray]:
         """Teacher-forced attention (T+1, S) of the model over the given target (rows incl. EOS)."""
         if self.model.decoder.attention is None:
-            raise ConfigError(f"{self.model_dir} was trained with --attention none: it has no attention to align with")
-        src_ids = np.asarray(self.src_tokenizer.encode(source)[: self.max_source_pieces], dtype=np.int64)
+            raise ConfigError(
+                f"{self.model_dir} was trained with --attention none: it has no attention to align with"
+            )
+        src_ids = np.asarray(
+            self.src_tokenizer.encode(source)[: self.max_source_pieces], dtype=np.int64
+        )
         tgt_ids = np.asarray(self.tgt_tokenizer.encode(target), dtype=np.int64)
         batch = collate([src_ids], [tgt_ids]).to(self.device)
         state = self.model.encode(batch.src, batch.src_lengths)
@@ -207,7 +266,9 @@ def build_model(payload: dict, path: Path) -> tuple[Seq2Seq, Config]:
         model = Seq2Seq(config.model)
         model.load_state_dict(payload["weights"])
     except (KeyError, TypeError, RuntimeError, ConfigError) as exc:
-        raise ArtifactError(f"{path} does not hold a usable nmt model ({type(exc).__name__}): retrain it") from None
+        raise ArtifactError(
+            f"{path} does not hold a usable nmt model ({type(exc).__name__}): retrain it"
+        ) from None
     return model, config
 
 
@@ -215,4 +276,6 @@ def quantize_model(model: Seq2Seq) -> Seq2Seq:
     """int8 dynamic quantization of the linear and recurrent layers (CPU inference only)."""
     from torch.ao.quantization import quantize_dynamic
 
-    return quantize_dynamic(model, {torch.nn.Linear, torch.nn.GRU, torch.nn.LSTM}, dtype=torch.qint8)
+    return quantize_dynamic(
+        model, {torch.nn.Linear, torch.nn.GRU, torch.nn.LSTM}, dtype=torch.qint8
+    )

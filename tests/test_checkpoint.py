@@ -19,7 +19,9 @@ from nmt_cli.translator import build_model
 
 
 def small_config() -> Config:
-    return Config(model=ModelConfig(src_vocab_size=30, tgt_vocab_size=30, emb_size=8, hidden_size=4))
+    return Config(
+        model=ModelConfig(src_vocab_size=30, tgt_vocab_size=30, emb_size=8, hidden_size=4)
+    )
 
 
 def test_round_trip_rebuilds_identical_model(tmp_path):
@@ -29,7 +31,9 @@ def test_round_trip_rebuilds_identical_model(tmp_path):
     checkpoint.save(path, {"config": config.to_dict(), "weights": model.state_dict()})
     rebuilt, loaded_config = build_model(checkpoint.load(path), path)
     assert loaded_config == config
-    for (name, a), (_, b) in zip(model.state_dict().items(), rebuilt.state_dict().items(), strict=True):
+    for (name, a), (_, b) in zip(
+        model.state_dict().items(), rebuilt.state_dict().items(), strict=True
+    ):
         assert torch.equal(a, b), name
 
 
@@ -46,8 +50,10 @@ class _Payload:
 def test_malicious_pickle_is_refused_without_running(tmp_path):
     marker = tmp_path / "pwned"
     path = tmp_path / "model.pt"
-    torch.save({"format": checkpoint.FORMAT, "version": checkpoint.VERSION,
-                "weights": _Payload(marker)}, path)
+    torch.save(
+        {"format": checkpoint.FORMAT, "version": checkpoint.VERSION, "weights": _Payload(marker)},
+        path,
+    )
     with pytest.raises(ArtifactError, match="refused"):
         checkpoint.load(path)
     assert not marker.exists()
@@ -72,8 +78,10 @@ def test_foreign_or_empty_file_is_a_clear_error(tmp_path, content):
 
 def test_truncated_checkpoint_is_a_clear_error(tmp_path):
     path = tmp_path / "model.pt"
-    checkpoint.save(path, {"config": small_config().to_dict(),
-                           "weights": Seq2Seq(small_config().model).state_dict()})
+    checkpoint.save(
+        path,
+        {"config": small_config().to_dict(), "weights": Seq2Seq(small_config().model).state_dict()},
+    )
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(ArtifactError, match="truncated"):

@@ -49,14 +49,22 @@ def test_dot_attention_needs_matching_sizes():
         build_attention("dot", 6, 8)
 
 
-VARIANTS = list(itertools.product(["dot", "general", "additive", "none"], ["luong", "bahdanau"],
-                                  [False, True], ["gru", "lstm"]))
+VARIANTS = list(
+    itertools.product(
+        ["dot", "general", "additive", "none"],
+        ["luong", "bahdanau"],
+        [False, True],
+        ["gru", "lstm"],
+    )
+)
 
 
 @pytest.mark.parametrize(("attention", "style", "feed", "cell"), VARIANTS)
 def test_teacher_forced_path_equals_step_loop(attention, style, feed, cell):
     torch.manual_seed(1)
-    model = Seq2Seq(tiny(attention=attention, decoder_style=style, input_feed=feed, cell=cell, layers=2))
+    model = Seq2Seq(
+        tiny(attention=attention, decoder_style=style, input_feed=feed, cell=cell, layers=2)
+    )
     model.eval()
     batch = toy_batch()
     state, memory = model.encode(batch.src, batch.src_lengths)
@@ -83,9 +91,15 @@ def test_fused_and_loop_give_same_loss_and_gradients():
     state, memory = model.encode(batch.src, batch.src_lengths)
     vectors = model.decoder.forward_steps(batch.tgt_in, state, memory)
     real = batch.tgt_out != PAD_ID
-    loss_loop = torch.nn.functional.cross_entropy(
-        model.generator(vectors[real]), batch.tgt_out[real], label_smoothing=0.1, reduction="sum"
-    ) / batch.n_tokens
+    loss_loop = (
+        torch.nn.functional.cross_entropy(
+            model.generator(vectors[real]),
+            batch.tgt_out[real],
+            label_smoothing=0.1,
+            reduction="sum",
+        )
+        / batch.n_tokens
+    )
     loss_loop.backward()
     assert torch.allclose(loss_fast, loss_loop, atol=1e-6)
     for fast, loop in zip(grads_fast, (p.grad for p in model.parameters()), strict=True):

@@ -1,13 +1,140 @@
-"""`nmt align`."""
+"""`nmt align -m MODEL_DIR`: word alignments from attention — view, export, score."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import typer
+
 from nmt_cli.cli.boundary import command_boundary
+
+_EXTRACT = "Extraction"
+_OUTPUT = "Output"
 
 
 @command_boundary
-def align() -> None:
-    """Not available yet in this version."""
-    from nmt_cli.errors import NmtError
+def align(
+    model: Path = typer.Option(..., "-m", "--model", help="Model directory (source → target)."),
+    src: Path | None = typer.Option(None, "--src", help="Source sentences (with --tgt)."),
+    tgt: Path | None = typer.Option(None, "--tgt", help="Target sentences (with --src)."),
+    tsv: Path | None = typer.Option(None, "--tsv", help="source<TAB>target lines."),
+    input: Path | None = typer.Option(
+        None,
+        "--input",
+        "-i",
+        help="`src ||| tgt` lines, or source lines to translate; default stdin.",
+    ),
+    reverse_model: Path | None = typer.Option(
+        None, "--reverse-model", help="Target → source model: symmetrise both directions."
+    ),
+    symmetrize: str = typer.Option(
+        "grow-diag-final-and",
+        help="intersection, union, grow-diag, grow-diag-final, grow-diag-final-and.",
+        rich_help_panel=_EXTRACT,
+    ),
+    unit: str = typer.Option(
+        "word", help="word, char (Chinese/Japanese) or piece.", rich_help_panel=_EXTRACT
+    ),
+    method: str = typer.Option(
+        "argmax", help="argmax per target word, or threshold.", rich_help_panel=_EXTRACT
+    ),
+    threshold: float = typer.Option(
+        0.5, help="Weight threshold for --method threshold.", rich_help_panel=_EXTRACT
+    ),
+    shift: int = typer.Option(
+        0, help="Align target word t with the attention of step t+SHIFT.", rich_help_panel=_EXTRACT
+    ),
+    include_eos: bool = typer.Option(
+        False, "--include-eos", help="Keep end-of-sentence as a word.", rich_help_panel=_EXTRACT
+    ),
+    view: str = typer.Option(
+        "auto",
+        help="heatmap, links, none, or auto (heatmap when stdout is a terminal).",
+        rich_help_panel=_OUTPUT,
+    ),
+    json_output: bool = typer.Option(
+        False, "--json", help="One JSON object per pair on stdout.", rich_help_panel=_OUTPUT
+    ),
+    gold: Path | None = typer.Option(
+        None,
+        "--gold",
+        help="Gold alignments (Pharaoh or NAACL 2003): report AER.",
+        rich_help_panel=_OUTPUT,
+    ),
+    png: Path | None = typer.Option(
+        None,
+        "--png",
+        help="Draw the first pair's heatmap to this PNG (matplotlib).",
+        rich_help_panel=_OUTPUT,
+    ),
+    beam: int = typer.Option(5, help="Beam size when translating source-only input."),
+    device: str = typer.Option("auto", help="auto, cpu or cuda."),
+) -> None:
+    """Word alignments from attention: heatmaps, Pharaoh links, AER against gold."""
+    import sys
 
-    raise NmtError("`nmt align` is not implemented yet in this version")
+    from nmt_cli.aligner import AlignOptions
+    from nmt_cli.cli.align_output import AlignOutput
+    from nmt_cli.errors import ConfigError
+    from nmt_cli.translator import Translator
+
+    if view not in ("auto", "heatmap", "links", "none"):
+        raise ConfigError(f"--view must be heatmap, links, none or auto, got {view!r}")
+    options = AlignOptions(
+        unit=unit,
+        method=method,
+        threshold=threshold,
+        shift=shift,
+        include_eos=include_eos,
+        symmetrize=symmetrize,
+    )
+    _check_options(options)
+    translator = Translator.load(model, device=device)
+    reverse = Translator.load(reverse_model, device=device) if reverse_model else None
+    if view == "auto":
+        view = "heatmap" if sys.stdout.isatty() and not json_output else "none"
+    output = AlignOutput(view=view, json_output=json_output, gold=gold, png=png)
+    output.run(_alignments(translator, reverse, options, src, tgt, tsv, input, beam))
+
+
+def _check_options(options) -> None:
+    from nmt_cli.alignment import EXTRACTION_METHODS, SYMMETRIZATION_METHODS, UNITS
+    from nmt_cli.errors import ConfigError
+
+    for value, valid, name in (
+        (options.unit, UNITS, "--unit"),
+        (options.method, EXTRACTION_METHODS, "--method"),
+        (options.symmetrize, SYMMETRIZATION_METHODS, "--symmetrize"),
+    ):
+        if value not in valid:
+            raise ConfigError(f"{name} must be one of {', '.join(valid)}, got {value!r}")
+    if not 0 < options.threshold <= 1:
+        raise ConfigError(f"--threshold must be in (0, 1], got {options.threshold}")
+    if options.shift not in (0, 1):
+        raise ConfigError(f"--shift must be 0 or 1, got {options.shift}")
+
+
+def _alignments(translator, reverse, options, src, tgt, tsv, input, beam):
+    from nmt_cli.aligner import align_pairs, align_translations, checked_pairs, parse_fast_align
+    from nmt_cli.data.corpus import ParallelSource, read_pairs
+    from nmt_cli.errors import ConfigError
+    from nmt_cli.lines import iter_lines, open_input
+    from nmt_cli.translator import SearchOptions
+
+    if src or tgt or tsv:
+        if input is not None:
+            raise ConfigError("give either --src/--tgt, --tsv or --input, not several")
+        source = ParallelSource(src=src, tgt=tgt, tsv=tsv)
+        pairs = checked_pairs(read_pairs(source), source.describe())
+        return align_pairs(translator, pairs, options, reverse)
+    stream, name = open_input(input)
+    lines = iter_lines(stream, name)
+    first = next(lines, None)
+    if first is None:
+        return iter(())
+    import itertools
+
+    lines = itertools.chain([first], lines)
+    if "|||" in first:
+        return align_pairs(translator, parse_fast_align(lines, name), options, reverse)
+    return align_translations(translator, lines, SearchOptions(beam_size=beam), options, reverse)

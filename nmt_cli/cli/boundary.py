@@ -30,13 +30,18 @@ def stderr_console():
     return _console
 
 
+def _one_line(message: str) -> str:
+    from rich.markup import escape
+
+    return escape(" ".join(str(message).split()))  # one line, and brackets are text, not markup
+
+
 def error_line(message: str) -> None:
-    message = " ".join(str(message).split())  # one line, whatever the message held
-    stderr_console().print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
+    stderr_console().print(f"[bold red]error:[/] {_one_line(message)}", soft_wrap=True)
 
 
 def warn(message: str) -> None:
-    stderr_console().print(f"[yellow]warning:[/] {message}", markup=True, soft_wrap=True)
+    stderr_console().print(f"[yellow]warning:[/] {_one_line(message)}", soft_wrap=True)
 
 
 def command_boundary(func: F) -> F:

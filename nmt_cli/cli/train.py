@@ -16,30 +16,68 @@ _TRAIN = "Training"
 def train(
     data_dir: Path = typer.Argument(..., help="Data directory written by `nmt prepare`."),
     output: Path = typer.Option(..., "-o", "--output", help="Model directory to write."),
-    config_file: Path | None = typer.Option(None, "--config", help="TOML file with [model] and [train] tables."),
-    resume: bool = typer.Option(False, "--resume", help="Continue from OUTPUT/checkpoints/last.pt."),
+    config_file: Path | None = typer.Option(
+        None, "--config", help="TOML file with [model] and [train] tables."
+    ),
+    resume: bool = typer.Option(
+        False, "--resume", help="Continue from OUTPUT/checkpoints/last.pt."
+    ),
     force: bool = typer.Option(False, "--force", help="Start afresh even if OUTPUT holds a model."),
     cell: str | None = typer.Option(None, help="gru or lstm.", rich_help_panel=_MODEL),
     emb_size: int | None = typer.Option(None, help="Embedding size.", rich_help_panel=_MODEL),
-    hidden_size: int | None = typer.Option(None, help="Encoder size per direction.", rich_help_panel=_MODEL),
+    hidden_size: int | None = typer.Option(
+        None, help="Encoder size per direction.", rich_help_panel=_MODEL
+    ),
     layers: int | None = typer.Option(None, help="RNN layers.", rich_help_panel=_MODEL),
-    bidirectional: bool | None = typer.Option(None, "--bidirectional/--no-bidirectional", help="Bidirectional encoder.", rich_help_panel=_MODEL),
-    attention: str | None = typer.Option(None, help="dot, general, additive or none.", rich_help_panel=_MODEL),
-    decoder_style: str | None = typer.Option(None, help="luong or bahdanau.", rich_help_panel=_MODEL),
-    input_feed: bool | None = typer.Option(None, "--input-feed/--no-input-feed", help="Luong input feeding.", rich_help_panel=_MODEL),
+    bidirectional: bool | None = typer.Option(
+        None,
+        "--bidirectional/--no-bidirectional",
+        help="Bidirectional encoder.",
+        rich_help_panel=_MODEL,
+    ),
+    attention: str | None = typer.Option(
+        None, help="dot, general, additive or none.", rich_help_panel=_MODEL
+    ),
+    decoder_style: str | None = typer.Option(
+        None, help="luong or bahdanau.", rich_help_panel=_MODEL
+    ),
+    input_feed: bool | None = typer.Option(
+        None, "--input-feed/--no-input-feed", help="Luong input feeding.", rich_help_panel=_MODEL
+    ),
     dropout: float | None = typer.Option(None, help="Dropout probability.", rich_help_panel=_MODEL),
-    tie_embeddings: bool | None = typer.Option(None, "--tie-embeddings/--no-tie-embeddings", help="Share target embedding and output layer.", rich_help_panel=_MODEL),
-    label_smoothing: float | None = typer.Option(None, help="Label smoothing.", rich_help_panel=_TRAIN),
-    batch_tokens: int | None = typer.Option(None, help="Target tokens per batch.", rich_help_panel=_TRAIN),
+    tie_embeddings: bool | None = typer.Option(
+        None,
+        "--tie-embeddings/--no-tie-embeddings",
+        help="Share target embedding and output layer.",
+        rich_help_panel=_MODEL,
+    ),
+    label_smoothing: float | None = typer.Option(
+        None, help="Label smoothing.", rich_help_panel=_TRAIN
+    ),
+    batch_tokens: int | None = typer.Option(
+        None, help="Target tokens per batch.", rich_help_panel=_TRAIN
+    ),
     lr: float | None = typer.Option(None, help="Adam learning rate.", rich_help_panel=_TRAIN),
-    max_steps: int | None = typer.Option(None, help="Stop after N updates (0: no limit).", rich_help_panel=_TRAIN),
-    max_epochs: int | None = typer.Option(None, help="Stop after N epochs (0: no limit).", rich_help_panel=_TRAIN),
-    max_time: str | None = typer.Option(None, help="Stop after this long, e.g. 90s, 20m, 1.5h.", rich_help_panel=_TRAIN),
-    valid_every: int | None = typer.Option(None, help="Validate every N updates.", rich_help_panel=_TRAIN),
-    patience: int | None = typer.Option(None, help="Early stopping after N validations without gain.", rich_help_panel=_TRAIN),
+    max_steps: int | None = typer.Option(
+        None, help="Stop after N updates (0: no limit).", rich_help_panel=_TRAIN
+    ),
+    max_epochs: int | None = typer.Option(
+        None, help="Stop after N epochs (0: no limit).", rich_help_panel=_TRAIN
+    ),
+    max_time: str | None = typer.Option(
+        None, help="Stop after this long, e.g. 90s, 20m, 1.5h.", rich_help_panel=_TRAIN
+    ),
+    valid_every: int | None = typer.Option(
+        None, help="Validate every N updates.", rich_help_panel=_TRAIN
+    ),
+    patience: int | None = typer.Option(
+        None, help="Early stopping after N validations without gain.", rich_help_panel=_TRAIN
+    ),
     seed: int | None = typer.Option(None, help="Random seed.", rich_help_panel=_TRAIN),
     device: str | None = typer.Option(None, help="auto, cpu or cuda.", rich_help_panel=_TRAIN),
-    threads: int | None = typer.Option(None, help="CPU threads (0: all cores).", rich_help_panel=_TRAIN),
+    threads: int | None = typer.Option(
+        None, help="CPU threads (0: all cores).", rich_help_panel=_TRAIN
+    ),
 ) -> None:
     """Train the encoder–decoder with attention on a prepared data directory."""
     from nmt_cli.cli.boundary import stderr_console
@@ -48,15 +86,33 @@ def train(
     from nmt_cli.training_run import run_training
 
     overrides = {
-        "model": dict(cell=cell, emb_size=emb_size, hidden_size=hidden_size, layers=layers,
-                      bidirectional=bidirectional, attention=attention, decoder_style=decoder_style,
-                      input_feed=input_feed, dropout=dropout, tie_embeddings=tie_embeddings),
-        "train": dict(label_smoothing=label_smoothing, batch_tokens=batch_tokens, lr=lr,
-                      max_steps=max_steps, max_epochs=max_epochs,
-                      max_time=parse_duration(max_time) if max_time else None,
-                      valid_every=valid_every, patience=patience, seed=seed, device=device,
-                      threads=threads),
+        "model": dict(
+            cell=cell,
+            emb_size=emb_size,
+            hidden_size=hidden_size,
+            layers=layers,
+            bidirectional=bidirectional,
+            attention=attention,
+            decoder_style=decoder_style,
+            input_feed=input_feed,
+            dropout=dropout,
+            tie_embeddings=tie_embeddings,
+        ),
+        "train": dict(
+            label_smoothing=label_smoothing,
+            batch_tokens=batch_tokens,
+            lr=lr,
+            max_steps=max_steps,
+            max_epochs=max_epochs,
+            max_time=parse_duration(max_time) if max_time else None,
+            valid_every=valid_every,
+            patience=patience,
+            seed=seed,
+            device=device,
+            threads=threads,
+        ),
     }
     with TrainDisplay(stderr_console()) as display:
-        run_training(data_dir, output, config_file, overrides, resume=resume, force=force,
-                     on_event=display)
+        run_training(
+            data_dir, output, config_file, overrides, resume=resume, force=force, on_event=display
+        )

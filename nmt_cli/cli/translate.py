@@ -1,13 +1,116 @@
-"""`nmt translate`."""
+"""`nmt translate -m MODEL_DIR`: stdin (or --input) to stdout, one line out per line in."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import typer
+
 from nmt_cli.cli.boundary import command_boundary
+
+_SEARCH = "Search"
+_OUTPUT = "Output"
 
 
 @command_boundary
-def translate() -> None:
-    """Not available yet in this version."""
-    from nmt_cli.errors import NmtError
+def translate(
+    model: Path = typer.Option(
+        ..., "-m", "--model", help="Model directory written by `nmt train`."
+    ),
+    input: Path | None = typer.Option(
+        None, "--input", "-i", help="Input file (plain or .gz); default stdin."
+    ),
+    beam: int = typer.Option(
+        5, "--beam", "-b", help="Beam size (1 = greedy).", rich_help_panel=_SEARCH
+    ),
+    batch_size: int = typer.Option(64, help="Sentences per batch.", rich_help_panel=_SEARCH),
+    nbest: int = typer.Option(
+        1, help="Print the N best translations (Moses n-best format).", rich_help_panel=_SEARCH
+    ),
+    length_penalty: float = typer.Option(
+        1.0, help="GNMT length penalty alpha (0 = none).", rich_help_panel=_SEARCH
+    ),
+    max_len_ratio: float = typer.Option(
+        2.0, help="Output at most ratio × source pieces + 10.", rich_help_panel=_SEARCH
+    ),
+    replace_unk: bool = typer.Option(
+        False,
+        "--replace-unk",
+        help="Replace <unk> by the most attended source piece.",
+        rich_help_panel=_SEARCH,
+    ),
+    align: bool = typer.Option(
+        False,
+        "--align",
+        help="Append word alignments: `translation ||| 0-0 1-2`.",
+        rich_help_panel=_OUTPUT,
+    ),
+    json_output: bool = typer.Option(
+        False,
+        "--json",
+        help="One JSON object per line with score, pieces, attention.",
+        rich_help_panel=_OUTPUT,
+    ),
+    on_invalid: str = typer.Option(
+        "error",
+        help="Invalid UTF-8 input: error (with line number) or replace.",
+        rich_help_panel=_OUTPUT,
+    ),
+    quantize: bool = typer.Option(False, "--quantize", help="int8 dynamic quantization (CPU)."),
+    threads: int = typer.Option(0, help="CPU threads (0: torch default)."),
+    device: str = typer.Option("auto", help="auto, cpu or cuda."),
+) -> None:
+    """Translate text from stdin (or --input) to stdout, greedy or beam search."""
+    import sys
 
-    raise NmtError("`nmt translate` is not implemented yet in this version")
+    from nmt_cli.lines import iter_lines, open_input
+    from nmt_cli.translator import SearchOptions, Translator
+
+    options = SearchOptions(
+        beam_size=beam,
+        nbest=nbest,
+        alpha=length_penalty,
+        max_len_ratio=max_len_ratio,
+        batch_size=batch_size,
+    ).check()
+    translator = Translator.load(model, device=device, quantize=quantize, threads=threads)
+    if input is None and sys.stdin.isatty():
+        from nmt_cli.cli.interactive import prompt_loop
+
+        prompt_loop(translator, options)
+        return
+    stream, name = open_input(input)
+    lines = iter_lines(stream, name, on_invalid)
+    with_attention = align or json_output
+    results = translator.translate_lines(
+        lines,
+        options,
+        chunk_size=256,
+        replace_unk=replace_unk,
+        with_attention=with_attention or replace_unk,
+    )
+    write = _writer(json_output, align, nbest, translator.max_source_pieces)
+    out = sys.stdout
+    for number, translation in enumerate(results, start=1):
+        out.write(write(number, translation))
+        if number % 256 == 0:
+            out.flush()
+    out.flush()
+
+
+def _writer(json_output: bool, align: bool, nbest: int, limit: int):
+    from nmt_cli.cli.boundary import warn
+    from nmt_cli.render.translation import as_json, as_nbest, as_text
+
+    def write(number: int, translation) -> str:
+        if translation.truncated:
+            warn(
+                f"line {number} is longer than the model's {limit} pieces: translated its first {limit}"
+            )
+        if json_output:
+            return as_json(translation) + "\n"
+        if nbest > 1:
+            return as_nbest(number - 1, translation)
+        return as_text(translation, align) + "\n"
+
+    return write

@@ -31,8 +31,11 @@ class Memory:
     mask: torch.Tensor  # (B, S) True on real source tokens
 
     def select(self, index: torch.Tensor) -> Memory:
-        return Memory(self.states.index_select(0, index), self.keys.index_select(0, index),
-                      self.mask.index_select(0, index))
+        return Memory(
+            self.states.index_select(0, index),
+            self.keys.index_select(0, index),
+            self.mask.index_select(0, index),
+        )
 
 
 @dataclass
@@ -68,8 +71,9 @@ class Decoder(nn.Module):
             batch_first=True,
             dropout=config.dropout if config.layers > 1 else 0.0,
         )
-        self.combine = nn.Linear(self._combine_input(size, memory_size, config.emb_size),
-                                 self.output_size, bias=False)
+        self.combine = nn.Linear(
+            self._combine_input(size, memory_size, config.emb_size), self.output_size, bias=False
+        )
 
     def _extra_input(self, memory_size: int) -> int:
         if self.attention is None:
@@ -124,15 +128,15 @@ class Decoder(nn.Module):
     def _project(self, features: torch.Tensor) -> torch.Tensor:
         return self.dropout(torch.tanh(self.combine(features)))
 
-    def forward(
-        self, tgt_in: torch.Tensor, state: DecoderState, memory: Memory
-    ) -> torch.Tensor:
+    def forward(self, tgt_in: torch.Tensor, state: DecoderState, memory: Memory) -> torch.Tensor:
         """Teacher-forced attentional vectors (B, T, O) for target inputs (B, T)."""
         if self.fusable:
             return self.forward_fused(tgt_in, state, memory)
         return self.forward_steps(tgt_in, state, memory)
 
-    def forward_fused(self, tgt_in: torch.Tensor, state: DecoderState, memory: Memory) -> torch.Tensor:
+    def forward_fused(
+        self, tgt_in: torch.Tensor, state: DecoderState, memory: Memory
+    ) -> torch.Tensor:
         """All steps at once: one RNN call over the target, one batched attention."""
         embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
         output, _ = self.rnn(embedded, state.hidden)  # (B, T, D)
@@ -141,7 +145,9 @@ class Decoder(nn.Module):
         context, _ = self.attention(output, memory.keys, memory.states, memory.mask)  # (B, T, M)
         return self._project(torch.cat([context, output], dim=-1))
 
-    def forward_steps(self, tgt_in: torch.Tensor, state: DecoderState, memory: Memory) -> torch.Tensor:
+    def forward_steps(
+        self, tgt_in: torch.Tensor, state: DecoderState, memory: Memory
+    ) -> torch.Tensor:
         """The step loop, for decoders whose attention feeds the recurrence."""
         vectors = []
         for t in range(tgt_in.size(1)):

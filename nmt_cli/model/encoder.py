@@ -34,7 +34,9 @@ class Encoder(nn.Module):
     def forward(self, src: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, Hidden]:
         """States (B, S, M) for src (B, S) with lengths (B,), and the final state per layer (L, B, M)."""
         embedded = self.dropout(self.embedding(src))  # (B, S, E)
-        packed = pack_padded_sequence(embedded, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        packed = pack_padded_sequence(
+            embedded, lengths.cpu(), batch_first=True, enforce_sorted=False
+        )
         outputs, final = self.rnn(packed)
         states, _ = pad_packed_sequence(outputs, batch_first=True, total_length=src.size(1))
         if isinstance(final, tuple):

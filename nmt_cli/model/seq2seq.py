@@ -52,7 +52,9 @@ class Seq2Seq(nn.Module):
         memory = Memory(states, keys, mask)
         return self.decoder.init_state(final, src.size(0)), memory
 
-    def forward(self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor
+    ) -> torch.Tensor:
         """Teacher-forced attentional vectors (B, T, O); apply `generator` only where needed."""
         state, memory = self.encode(src, src_lengths)
         return self.decoder(tgt_in, state, memory)

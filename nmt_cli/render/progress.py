@@ -32,7 +32,9 @@ class TrainDisplay:
 
     def __enter__(self) -> TrainDisplay:
         if self.console.is_terminal:
-            self.live = Live(self._table(), console=self.console, refresh_per_second=4, transient=False)
+            self.live = Live(
+                self._table(), console=self.console, refresh_per_second=4, transient=False
+            )
             self.live.__enter__()
         return self
 
@@ -58,27 +60,37 @@ class TrainDisplay:
             m, t = e["config"]["model"], e["config"]["train"]
             model = " ".join(f"{k}={v}" for k, v in m.items())
             train = " ".join(f"{k}={v}" for k, v in t.items())
-            return (f"config: model {model}\nconfig: train {train}\n"
-                    f"{e['parameters']:,} parameters on {e['device']}, {e['train_pairs']:,} training pairs"
-                    f" → {e['output']}")
+            return (
+                f"config: model {model}\nconfig: train {train}\n"
+                f"{e['parameters']:,} parameters on {e['device']}, {e['train_pairs']:,} training pairs"
+                f" → {e['output']}"
+            )
         if kind == "resumed":
-            return (f"resumed: step {e['step']}, epoch {e['epoch'] + 1}, batch {e['batch_index']}, "
-                    f"best dev BLEU {e['best_bleu']:.2f} (step {e['best_step']}), optimizer, "
-                    "schedule, RNG and early-stopping state restored")
+            return (
+                f"resumed: step {e['step']}, epoch {e['epoch'] + 1}, batch {e['batch_index']}, "
+                f"best dev BLEU {e['best_bleu']:.2f} (step {e['best_step']}), optimizer, "
+                "schedule, RNG and early-stopping state restored"
+            )
         if kind == "train":
-            return (f"step {e['step']} epoch {e['epoch']} loss {e['loss']:.3f} ppl {_ppl(e['loss'])} "
-                    f"lr {e['lr']:.2e} {e['tokens_per_s']:.0f} tok/s elapsed {_clock(e['elapsed'])} "
-                    f"left {_clock(e['remaining'])}")
+            return (
+                f"step {e['step']} epoch {e['epoch']} loss {e['loss']:.3f} ppl {_ppl(e['loss'])} "
+                f"lr {e['lr']:.2e} {e['tokens_per_s']:.0f} tok/s elapsed {_clock(e['elapsed'])} "
+                f"left {_clock(e['remaining'])}"
+            )
         if kind == "valid":
             bleu = "–" if e["dev_bleu"] is None else f"{e['dev_bleu']:.2f}"
             mark = " (best)" if e["improved"] else ""
-            return (f"validation at step {e['step']}: dev loss {e['dev_loss']} ppl {e['dev_ppl']} "
-                    f"BLEU {bleu}{mark} [{e['seconds']:.0f}s]")
+            return (
+                f"validation at step {e['step']}: dev loss {e['dev_loss']} ppl {e['dev_ppl']} "
+                f"BLEU {bleu}{mark} [{e['seconds']:.0f}s]"
+            )
         if kind == "warning":
             return f"warning: {e['message']}"
         if kind == "done":
-            return (f"done: {e['step']} steps, {e['epoch']} epochs, best dev BLEU "
-                    f"{e['best_bleu']:.2f} at step {e['best_step']}, {_clock(e['train_seconds'])}")
+            return (
+                f"done: {e['step']} steps, {e['epoch']} epochs, best dev BLEU "
+                f"{e['best_bleu']:.2f} at step {e['best_step']}, {_clock(e['train_seconds'])}"
+            )
         return None
 
     def _table(self) -> Table:
@@ -88,8 +100,13 @@ class TrainDisplay:
             table.add_column(name, justify="right")
         if t:
             table.add_row(
-                f"{t['epoch']} ({t['batch']}/{t['batches']})", str(t["step"]), f"{t['loss']:.3f}",
-                _ppl(t["loss"]), f"{t['lr']:.2e}", f"{t['tokens_per_s']:.0f}", _clock(t["elapsed"]),
+                f"{t['epoch']} ({t['batch']}/{t['batches']})",
+                str(t["step"]),
+                f"{t['loss']:.3f}",
+                _ppl(t["loss"]),
+                f"{t['lr']:.2e}",
+                f"{t['tokens_per_s']:.0f}",
+                _clock(t["elapsed"]),
                 _clock(t["remaining"]),
                 "–" if not v or v.get("dev_bleu") is None else f"{v['dev_bleu']:.2f}",
             )

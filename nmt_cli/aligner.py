@@ -1,0 +1,134 @@
+"""Word alignments from a model's attention: forced alignment of given pairs, or of its own output.
+
+This composes the translator (attention over pieces) with the pure alignment core (pieces →
+words → links, symmetrisation). Rendering is left to the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from nmt_cli.alignment import (
+    extract_links,
+    merge_to_words,
+    shift_rows,
+    symmetrize,
+    transpose_links,
+)
+from nmt_cli.errors import InputError
+
+Link = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class AlignOptions:
+    """How attention becomes links."""
+
+    unit: str = "word"  # word, char (scripts without spaces) or piece
+    method: str = "argmax"  # argmax per target unit, or threshold
+    threshold: float = 0.5  # for method=threshold
+    shift: int = 0  # use the attention of step t+shift for target unit t
+    include_eos: bool = False  # keep the EOS row/column as a pseudo-word </s>
+    symmetrize: str = "grow-diag-final-and"  # with a reverse model
+
+
+@dataclass
+class PairAlignment:
+    """One aligned sentence pair: words on both sides, word-level weights (T, S), links (i, j)."""
+
+    source: str
+    target: str
+    src_words: list[str]
+    tgt_words: list[str]
+    weights: np.ndarray
+    links: set[Link] = field(default_factory=set)
+    translated: bool = False  # the target was produced by the model
+
+
+def _directional(translator, source: str, target: str, options: AlignOptions):
+    src_pieces, tgt_pieces, attention = translator.forced_attention(source, target)
+    if options.shift:
+        attention = shift_rows(attention, options.shift)
+    words = merge_to_words(
+        attention, src_pieces, tgt_pieces, options.unit, drop_eos=not options.include_eos
+    )
+    return words, extract_links(words.weights, options.method, options.threshold)
+
+
+def align_pair(
+    translator, source: str, target: str, options: AlignOptions, reverse=None
+) -> PairAlignment:
+    """Forced alignment of one pair; with a reverse model, the two directions symmetrised."""
+    words, links = _directional(translator, source, target, options)
+    if reverse is not None:
+        back_words, back_links = _directional(reverse, target, source, options)
+        links = (
+            symmetrize(
+                links,
+                transpose_links(back_links),
+                options.symmetrize,
+                len(words.src_words),
+                len(words.tgt_words),
+            )
+            if (len(back_words.src_words), len(back_words.tgt_words))
+            == (len(words.tgt_words), len(words.src_words))
+            else links
+        )
+    return PairAlignment(source, target, words.src_words, words.tgt_words, words.weights, links)
+
+
+def align_pairs(
+    translator, pairs: Iterable[tuple[str, str]], options: AlignOptions, reverse=None
+) -> Iterator[PairAlignment]:
+    for source, target in pairs:
+        yield align_pair(translator, source, target, options, reverse)
+
+
+def checked_pairs(pairs: Iterable[tuple[str, str]], name: str) -> Iterator[tuple[str, str]]:
+    """Pairs with both sides non-empty; an empty side is an error naming the line."""
+    for number, (source, target) in enumerate(pairs, start=1):
+        if not source.strip() or not target.strip():
+            side = "source" if not source.strip() else "target"
+            raise InputError(
+                f"{name} line {number} has an empty {side}: alignment needs both sides"
+            )
+        yield source.strip(), target.strip()
+
+
+def align_translations(
+    translator, sources: Iterable[str], search, options: AlignOptions, reverse=None
+) -> Iterator[PairAlignment]:
+    """Translate each source line, then align the source with the model's own output."""
+    for translation in translator.translate_lines(sources, search, with_attention=True):
+        if not translation.text:
+            yield PairAlignment(
+                translation.source,
+                "",
+                translation.source.split(),
+                [],
+                np.zeros((0, len(translation.source.split()))),
+                translated=True,
+            )
+            continue
+        pair = align_pair(translator, translation.source, translation.text, options, reverse)
+        pair.translated = True
+        yield pair
+
+
+def parse_fast_align(lines: Iterable[str], name: str) -> Iterator[tuple[str, str]]:
+    """`source ||| target` lines (the fast_align input form); a line without ||| is an error."""
+
+    def split(number_line):
+        number, line = number_line
+        if "|||" not in line:
+            raise InputError(
+                f"{name} line {number} has no ' ||| ' separator: give `source ||| target` on "
+                "every line, or only source sentences to translate and align"
+            )
+        source, _, target = line.partition("|||")
+        return source, target
+
+    yield from checked_pairs(map(split, enumerate(lines, start=1)), name)

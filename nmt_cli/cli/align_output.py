@@ -1,0 +1,105 @@
+"""What `nmt align` does with each aligned pair: Pharaoh/JSON on stdout, views on stderr, AER."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from nmt_cli.cli.boundary import stderr_console
+
+
+class AlignOutput:
+    def __init__(self, view: str, json_output: bool, gold: Path | None, png: Path | None):
+        self.view = view
+        self.json_output = json_output
+        self.gold_path = gold
+        self.png = png
+        self.predicted: list[set] = []
+        self.lengths: list[tuple[int, int]] = []
+
+    def run(self, pairs) -> None:
+        from nmt_cli.alignment import format_pharaoh, read_gold
+
+        gold = read_gold(self.gold_path) if self.gold_path else None  # fail early on a bad file
+        out = sys.stdout
+        for index, pair in enumerate(pairs):
+            if self.json_output:
+                out.write(json.dumps(self._record(pair), ensure_ascii=False) + "\n")
+            else:
+                out.write(format_pharaoh(pair.links) + "\n")
+            if self.view != "none":
+                self._show(index, pair)
+            if index == 0 and self.png:
+                self._draw(pair)
+            if gold is not None:
+                self.predicted.append(pair.links)
+                self.lengths.append((len(pair.src_words), len(pair.tgt_words)))
+        out.flush()
+        if gold is not None:
+            self._score(gold)
+
+    def _record(self, pair) -> dict:
+        from nmt_cli.alignment import format_pharaoh
+
+        return {
+            "source": pair.source,
+            "target": pair.target,
+            "translated": pair.translated,
+            "src_words": pair.src_words,
+            "tgt_words": pair.tgt_words,
+            "alignment": format_pharaoh(pair.links),
+            "weights": [[round(float(w), 4) for w in row] for row in pair.weights],
+        }
+
+    def _show(self, index: int, pair) -> None:
+        from nmt_cli.render.heatmap import render_heatmap, render_links
+
+        console = stderr_console()
+        console.rule(
+            f"pair {index + 1}" + (" (translated)" if pair.translated else ""), style="dim"
+        )
+        if not pair.tgt_words or not pair.src_words:
+            console.print("[dim](empty)[/]")
+            return
+        if self.view == "links":
+            console.print(render_links(pair.weights, pair.src_words, pair.tgt_words))
+        else:
+            console.print(
+                render_heatmap(
+                    pair.weights,
+                    pair.src_words,
+                    pair.tgt_words,
+                    pair.links,
+                    max_width=console.width,
+                )
+            )
+
+    def _draw(self, pair) -> None:
+        from nmt_cli.render.plot import save_heatmap_png
+
+        save_heatmap_png(pair.weights, pair.src_words, pair.tgt_words, pair.links, self.png)
+
+    def _score(self, gold) -> None:
+        from nmt_cli.alignment import check_range, score_alignments
+        from nmt_cli.errors import InputError
+
+        if len(gold) != len(self.predicted):
+            raise InputError(
+                f"{self.gold_path} has {len(gold):,} alignments but {len(self.predicted):,} pairs "
+                "were aligned: give the gold file of these sentence pairs"
+            )
+        problems = check_range(gold, [s for s, _ in self.lengths], [t for _, t in self.lengths])
+        console = stderr_console()
+        for problem in problems[:5]:
+            console.print(f"[yellow]warning:[/] {self.gold_path}: {problem}")
+        if len(problems) > 5:
+            console.print(
+                f"[yellow]warning:[/] … and {len(problems) - 5} more out-of-range gold links"
+            )
+        score = score_alignments(self.predicted, gold)
+        console.print(
+            f"AER {score.aer * 100:.2f}%  precision {score.precision * 100:.2f}%  "
+            f"recall {score.recall * 100:.2f}%  ({score.predicted:,} links predicted, "
+            f"{score.sure:,} sure gold links, {len(gold):,} pairs)"
+        )

@@ -1,0 +1,48 @@
+"""Translations as output lines: plain text, text with alignments, n-best lists, JSON."""
+
+from __future__ import annotations
+
+import json
+
+from nmt_cli.alignment import extract_links, format_pharaoh, merge_to_words
+
+
+def word_links(translation) -> str:
+    """Word-level Pharaoh links (source word − target word, 0-based) from the attention."""
+    if translation.attention is None or not translation.pieces or not translation.src_pieces:
+        return ""
+    words = merge_to_words(translation.attention, translation.src_pieces, translation.pieces)
+    return format_pharaoh(extract_links(words.weights))
+
+
+def as_text(translation, align: bool) -> str:
+    text = " ".join(translation.text.split("\n"))
+    return f"{text} ||| {word_links(translation)}" if align else text
+
+
+def as_nbest(index: int, translation) -> str:
+    """Moses n-best lines: `index ||| translation ||| score`, best first."""
+    if not translation.alternatives:
+        return f"{index} ||| {translation.text} ||| 0.0\n"
+    return "".join(
+        f"{index} ||| {text} ||| {score:.4f}\n" for text, score in translation.alternatives
+    )
+
+
+def as_json(translation) -> str:
+    record = {
+        "source": translation.source,
+        "translation": translation.text,
+        "score": round(float(translation.score), 4),
+        "src_pieces": translation.src_pieces,
+        "pieces": translation.pieces,
+        "alignment": word_links(translation),
+        "attention": None
+        if translation.attention is None
+        else [[round(float(w), 4) for w in row] for row in translation.attention],
+        "nbest": [
+            {"translation": t, "score": round(float(s), 4)} for t, s in translation.alternatives
+        ],
+        "truncated": translation.truncated,
+    }
+    return json.dumps(record, ensure_ascii=False)
