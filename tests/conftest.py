@@ -1,0 +1,34 @@
+"""Shared fixtures: a tiny prepared data directory and a tiny trained model, built once per run.
+
+The corpus is a synthetic reversal task (target = source words reversed, upper-cased), the
+fastest end-to-end proof that the pipeline learns something, and small enough to train in
+seconds on a CPU.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cli_runner import invoke, write_toy_corpus
+
+
+@pytest.fixture(scope="session")
+def toy_data_dir(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("toy")
+    src, tgt = write_toy_corpus(root)
+    out = root / "data"
+    result = invoke("prepare", "--src", src, "--tgt", tgt, "--dev-size", "40", "--test-size", "40",
+                    "--vocab-size", "60", "-o", out)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.fixture(scope="session")
+def toy_model_dir(toy_data_dir, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("toy-model") / "model"
+    result = invoke("train", toy_data_dir, "-o", out, "--emb-size", "32", "--hidden-size", "32",
+                    "--max-steps", "60", "--valid-every", "30", "--batch-tokens", "400",
+                    "--lr", "0.01", "--threads", "1")
+    assert result.exit_code == 0, result.output
+    return out

@@ -1,0 +1,139 @@
+"""The command-line contract: help everywhere, fast start-up, clean errors, stdout for data only."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from cli_runner import invoke
+
+COMMANDS = ["prepare", "train", "translate", "eval", "align"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help(command):
+    result = invoke(command, "--help")
+    assert result.exit_code == 0
+    assert "Usage" in result.output and len(result.output.splitlines()) > 5
+
+
+def test_help_does_not_import_heavy_libraries():
+    code = ("import sys; from nmt_cli.cli.app import app; "
+            "print(sorted(m for m in ('torch', 'sentencepiece', 'sacrebleu') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_python_dash_m_entry_point():
+    out = subprocess.run([sys.executable, "-m", "nmt_cli", "--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.startswith("nmt ")
+
+
+def test_training_wrote_a_self_contained_model_dir(toy_model_dir):
+    names = {p.name for p in toy_model_dir.iterdir()}
+    assert {"model.pt", "config.json", "meta.json", "src.model", "tgt.model", "train.jsonl"} <= names
+    meta = json.loads((toy_model_dir / "meta.json").read_text())
+    assert meta["step"] > 0 and len(meta["data_fingerprint"]) > 4
+    events = [json.loads(line) for line in (toy_model_dir / "train.jsonl").read_text().splitlines()]
+    assert any(e["event"] == "valid" for e in events)
+
+
+def test_translate_keeps_one_line_per_input_line(toy_model_dir):
+    lines = ["apple river", "", "   ", "stone " * 5000, "green 🍎 苹果 bird", "sun"]
+    result = invoke("translate", "-m", toy_model_dir, "--beam", "2", input="\n".join(lines) + "\n")
+    assert result.exit_code == 0, result.output
+    out = result.stdout.split("\n")
+    assert out[-1] == "" and len(out) - 1 == len(lines)
+    assert out[1] == "" and out[2] == ""
+    assert "line 4" in result.stderr  # the over-long line is truncated with a warning
+
+
+def test_translate_batch_size_does_not_change_output(toy_model_dir):
+    text = "\n".join(["apple river stone", "green bird", "water tree night sun light", "sun"] * 5)
+    one = invoke("translate", "-m", toy_model_dir, "--batch-size", "1", input=text)
+    many = invoke("translate", "-m", toy_model_dir, "--batch-size", "64", input=text)
+    assert one.exit_code == 0 and one.stdout == many.stdout
+
+
+def test_beam_one_equals_greedy_output(toy_model_dir):
+    text = "apple river stone\ngreen bird\nwater tree night sun light\n"
+    greedy = invoke("translate", "-m", toy_model_dir, "--beam", "1", input=text)
+    beam = invoke("translate", "-m", toy_model_dir, "--beam", "1", "--nbest", "1", input=text)
+    assert greedy.stdout == beam.stdout and greedy.stdout.count("\n") == 3
+
+
+def test_translate_json_has_attention_rows_per_piece(toy_model_dir):
+    result = invoke("translate", "-m", toy_model_dir, "--json", input="apple river stone\n")
+    record = json.loads(result.stdout)
+    assert record["source"] == "apple river stone"
+    assert len(record["attention"]) == len(record["pieces"]) + 1
+    assert all(abs(sum(row) - 1) < 1e-3 for row in record["attention"])
+
+
+def test_invalid_utf8_names_the_line(toy_model_dir):
+    result = invoke("translate", "-m", toy_model_dir, input=b"apple\n\xff\xfe bad\n")
+    assert result.exit_code == 2
+    assert "line 2" in result.stderr and "Traceback" not in result.output
+
+
+def test_invalid_utf8_replaced_on_request(toy_model_dir):
+    result = invoke("translate", "-m", toy_model_dir, "--on-invalid", "replace", input=b"apple\n\xff bad\n")
+    assert result.exit_code == 0 and result.stdout.count("\n") == 2
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--beam", "0"], "--beam"),
+    (["--nbest", "9", "--beam", "2"], "--nbest"),
+    (["--batch-size", "0"], "--batch-size"),
+])
+def test_translate_bad_options(toy_model_dir, args, message):
+    result = invoke("translate", "-m", toy_model_dir, *args, input="apple\n")
+    assert result.exit_code == 2 and message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_translate_missing_model_dir(tmp_path):
+    result = invoke("translate", "-m", tmp_path / "nope", input="x\n")
+    assert result.exit_code == 3 and "does not exist" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_align_forced_pairs_give_pharaoh_lines(toy_model_dir):
+    text = "apple river ||| RIVER APPLE\ngreen bird sun ||| SUN BIRD GREEN\n"
+    result = invoke("align", "-m", toy_model_dir, "--view", "none", input=text)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2
+    links = [tuple(map(int, link.split("-"))) for link in lines[1].split()]
+    assert links and all(0 <= i < 3 and 0 <= j < 3 for i, j in links)
+
+
+def test_align_line_without_separator_is_an_error(toy_model_dir):
+    result = invoke("align", "-m", toy_model_dir, input="a ||| A\nno separator here\n")
+    assert result.exit_code == 2 and "line 2" in result.stderr
+
+
+def test_train_refuses_existing_model_without_resume(toy_data_dir, toy_model_dir):
+    result = invoke("train", toy_data_dir, "-o", toy_model_dir, "--max-steps", "1")
+    assert result.exit_code == 1 and "--resume" in result.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--attention", "bogus"], "--attention"),
+    (["--hidden-size", "-3"], "--hidden-size"),
+    (["--max-time", "soon"], "--max-time"),
+])
+def test_train_bad_option_values(toy_data_dir, tmp_path, args, message):
+    result = invoke("train", toy_data_dir, "-o", tmp_path / "m", *args)
+    assert result.exit_code == 2 and message in result.stderr
+    assert not (tmp_path / "m").exists()
+
+
+def test_train_unknown_config_key_lists_valid_ones(toy_data_dir, tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_text("[model]\nhiden_size = 3\n")
+    result = invoke("train", toy_data_dir, "-o", tmp_path / "m", "--config", config)
+    assert result.exit_code == 2 and "hiden_size" in result.stderr and "hidden_size" in result.stderr
