@@ -66,7 +66,7 @@ class TrainConfig:
     valid_every: int = 500  # validate every N updates (and at each epoch's end)
     valid_sentences: int = 500  # dev sentences decoded for BLEU at each validation (0: all)
     patience: int = 8  # stop after this many validations without a better dev BLEU (0: never)
-    log_every: int = 50  # report progress every N updates
+    log_every: int = 20  # report progress every N updates
     seed: int = 1234  # seeds batching, initialisation and dropout
     device: str = "auto"  # auto (cuda when available), cpu or cuda
     threads: int = 0  # CPU threads for torch (0: all cores)

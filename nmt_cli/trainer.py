@@ -25,6 +25,7 @@ from nmt_cli import checkpoint
 from nmt_cli.batching import Batch, collate, iterate_batches, make_batches
 from nmt_cli.config import Config
 from nmt_cli.data.datadir import DataDir
+from nmt_cli.distributed import Ranks, barrier, broadcast, shard, sum_values
 from nmt_cli.errors import Interrupted, NmtError
 from nmt_cli.model.seq2seq import PAD_ID, Seq2Seq
 
@@ -66,23 +67,47 @@ def autocast_for(device: torch.device, enabled: bool):
     return torch.autocast("cuda", dtype=torch.float16), torch.amp.GradScaler("cuda")
 
 
+class Objective(torch.nn.Module):
+    """The training loss as a module, so DistributedDataParallel can wrap the whole computation."""
+
+    def __init__(self, model: Seq2Seq, label_smoothing: float):
+        super().__init__()
+        self.model = model
+        self.label_smoothing = label_smoothing
+
+    def forward(
+        self,
+        src: torch.Tensor,
+        src_lengths: torch.Tensor,
+        tgt_in: torch.Tensor,
+        tgt_out: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Summed smoothed loss and summed plain NLL over the real target tokens.
+
+        The output layer runs once over the real (non-pad) positions of all steps: it
+        dominates the cost, and skipping padding here saves it outright.
+        """
+        vectors = self.model(src, src_lengths, tgt_in)  # (B, T, O)
+        real = tgt_out != PAD_ID
+        logits = self.model.generator(vectors[real]).float()  # (N, V)
+        targets = tgt_out[real]
+        loss = F.cross_entropy(
+            logits, targets, label_smoothing=self.label_smoothing, reduction="sum"
+        )
+        if not self.label_smoothing:
+            return loss, loss.detach()
+        with torch.no_grad():
+            nll = F.cross_entropy(logits, targets, reduction="sum")
+        return loss, nll
+
+
 def batch_loss(
     model: Seq2Seq, batch: Batch, label_smoothing: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean smoothed loss per target token, and the summed plain NLL (for perplexity).
-
-    The output layer runs once over the real (non-pad) positions of all steps: it dominates
-    the cost, and skipping padding here saves it outright.
-    """
-    vectors = model(batch.src, batch.src_lengths, batch.tgt_in)  # (B, T, O)
-    real = batch.tgt_out != PAD_ID
-    logits = model.generator(vectors[real]).float()  # (N, V)
-    targets = batch.tgt_out[real]
-    loss = F.cross_entropy(logits, targets, label_smoothing=label_smoothing, reduction="sum")
-    with torch.no_grad():
-        nll = (
-            F.cross_entropy(logits, targets, reduction="sum") if label_smoothing else loss.detach()
-        )
+    """Mean smoothed loss per target token, and the summed plain NLL (for perplexity)."""
+    loss, nll = Objective(model, label_smoothing)(
+        batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_out
+    )
     return loss / max(1, batch.n_tokens), nll
 
 
@@ -94,6 +119,7 @@ class Trainer:
         model_dir: Path,
         on_event: Callable[[Event], None] = lambda event: None,
         stop: threading.Event | None = None,
+        ranks: Ranks | None = None,
     ):
         self.config = config
         self.data = data
@@ -102,10 +128,20 @@ class Trainer:
         self.stop = stop or threading.Event()
         t = config.train
         self.device = pick_device(t.device)
+        self.ranks = ranks or Ranks()
+        if self.ranks.distributed and self.device.type == "cuda":
+            self.device = torch.device("cuda", self.ranks.local_rank)
         if t.threads:
             torch.set_num_threads(t.threads)
-        torch.manual_seed(t.seed)
+        torch.manual_seed(t.seed)  # the same initial weights on every rank
         self.model = Seq2Seq(config.model).to(self.device)
+        self.objective: torch.nn.Module = Objective(self.model, t.label_smoothing)
+        if self.ranks.distributed:
+            from torch.nn.parallel import DistributedDataParallel
+
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.objective = DistributedDataParallel(self.objective, device_ids=ids)
+            torch.manual_seed(t.seed + 7919 * self.ranks.rank)  # different dropout per rank
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=t.lr)
         self.autocast, self.scaler = autocast_for(self.device, t.amp)
         self.progress = Progress()
@@ -125,7 +161,8 @@ class Trainer:
                 f"no training pair has at most {max_len} pieces on both sides; raise --max-len"
             )
 
-    def _epoch_batches(self, epoch: int) -> list[np.ndarray]:
+    def epoch_batches(self, epoch: int) -> list[np.ndarray]:
+        """This rank's batches of `epoch`, in training order (a pure function of seed and epoch)."""
         rows = self.train_rows
         batches = make_batches(
             self.train_src.lengths[rows],
@@ -134,7 +171,7 @@ class Trainer:
             self.config.train.seed,
             epoch,
         )
-        return [rows[b] for b in batches]
+        return shard([rows[b] for b in batches], self.ranks)
 
     # -- schedule ---------------------------------------------------------------------------
     def _lr(self) -> float:
@@ -153,35 +190,30 @@ class Trainer:
         return lr
 
     # -- one update -------------------------------------------------------------------------
-    def _train_step(self, batch: Batch) -> float | None:
-        self.model.train()
+    def train_step(self, batch: Batch) -> float | None:
+        """One update on `batch` (this rank's share of a global batch); None if it was skipped."""
+        self.objective.train()
         batch = batch.to(self.device)
+        (global_tokens,) = sum_values([float(batch.n_tokens)], self.ranks, self.device)
         with self.autocast:
-            loss, _ = batch_loss(self.model, batch, self.config.train.label_smoothing)
-        if not torch.isfinite(loss):
-            self._bad_losses += 1
-            self.optimizer.zero_grad(set_to_none=True)
-            self._emit(
-                {
-                    "event": "warning",
-                    "step": self.progress.step,
-                    "message": f"non-finite loss at step {self.progress.step + 1}: update skipped",
-                }
-            )
-            if self._bad_losses >= MAX_BAD_LOSSES:
-                raise NmtError(
-                    f"the loss was not finite {MAX_BAD_LOSSES} times in a row (step "
-                    f"{self.progress.step + 1}); the last good checkpoint is kept: lower --lr "
-                    "or check the data, then --resume"
-                )
-            return None
-        self._bad_losses = 0
+            loss_sum, _ = self.objective(batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_out)
+        # DDP averages gradients over ranks; scaling by world/global tokens makes the result
+        # the gradient of the mean loss over the whole global batch.
+        loss = loss_sum * (self.ranks.world / max(1.0, global_tokens))
         self.optimizer.zero_grad(set_to_none=True)
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
             self.scaler.unscale_(self.optimizer)
         else:
             loss.backward()
+        finite, value = sum_values(
+            [float(torch.isfinite(loss).item()), loss.item() / self.ranks.world],
+            self.ranks,
+            self.device,
+        )
+        if finite < self.ranks.world:
+            return self._skip_update()
+        self._bad_losses = 0
         if self.config.train.clip_norm > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.train.clip_norm)
         if self.scaler is not None:
@@ -189,91 +221,108 @@ class Trainer:
             self.scaler.update()
         else:
             self.optimizer.step()
-        return loss.item()
+        return value
+
+    def _skip_update(self) -> None:
+        self._bad_losses += 1
+        self.optimizer.zero_grad(set_to_none=True)
+        step = self.progress.step + 1
+        self._emit(
+            {
+                "event": "warning",
+                "step": step,
+                "message": f"non-finite loss at step {step}: update skipped",
+            }
+        )
+        if self._bad_losses >= MAX_BAD_LOSSES:
+            raise NmtError(
+                f"the loss was not finite {MAX_BAD_LOSSES} times in a row (step {step}); the "
+                "last good checkpoint is kept: lower --lr or check the data, then --resume"
+            )
+        return None
 
     # -- the loop ---------------------------------------------------------------------------
     def train(self) -> Progress:
+        """Train until a limit is reached; validate and checkpoint along the way."""
         t = self.config.train
-        started = time.monotonic() - self.progress.train_seconds
-        run_started = time.monotonic()
-        window = {"loss": 0.0, "steps": 0, "tokens": 0, "time": time.monotonic()}
-        while not self._finished_epochs():
-            batches = self._epoch_batches(self.progress.epoch)
+        clock = _Clock(self.progress.train_seconds)
+        window = _Window()
+        stopped = False
+        while not stopped and not self._finished_epochs():
+            batches = self.epoch_batches(self.progress.epoch)
             self._emit(
                 {"event": "epoch", "epoch": self.progress.epoch + 1, "batches": len(batches)}
             )
             for index, batch in iterate_batches(
                 self.train_src, self.train_tgt, batches, self.progress.batch_index
             ):
-                if self.stop.is_set():
-                    self._interrupt(started)
                 lr = self._set_lr()
-                loss = self._train_step(batch)
+                loss = self.train_step(batch)
                 self.progress.batch_index = index + 1
-                if loss is None:
-                    continue
-                self.progress.step += 1
-                self.progress.tokens_seen += batch.n_tokens
-                window["loss"] += loss
-                window["steps"] += 1
-                window["tokens"] += batch.n_tokens
-                self.progress.train_seconds = time.monotonic() - started
-                if self.progress.step % t.log_every == 0:
-                    self._report(window, lr, len(batches), run_started)
-                if self.progress.step % t.valid_every == 0:
-                    self._validate_and_save()
-                    window["time"] = time.monotonic()  # validation time is not training speed
-                if self._out_of_budget(run_started):
+                self.progress.train_seconds = clock.total()
+                if loss is not None:
+                    self.progress.step += 1
+                    self.progress.tokens_seen += batch.n_tokens * self.ranks.world
+                    window.add(loss, batch.n_tokens * self.ranks.world)
+                    if self.progress.step % t.log_every == 0:
+                        self._report(window, lr, len(batches), clock)
+                    if self.progress.step % t.valid_every == 0:
+                        self._validate_and_save()
+                        window.restart()  # validation time is not training speed
+                if self._should_stop(clock):
+                    stopped = True
                     break
             else:
                 self.progress.epoch += 1
                 self.progress.batch_index = 0
                 if self.progress.step % t.valid_every != 0:
                     self._validate_and_save()
-                if self._patience_exhausted():
-                    break
-                continue
-            break
-        if (
-            self.progress.step % t.valid_every != 0
-            or not (self.model_dir / checkpoint.MODEL_FILE).exists()
-        ):
+                stopped = self._patience_exhausted()
+        if self.stop.is_set():
+            self._interrupt(clock)
+        if self.progress.step % t.valid_every != 0 or not self._has_best():
             self._validate_and_save()
-        self.progress.train_seconds = time.monotonic() - started
+        self.progress.train_seconds = clock.total()
         self._save_last()
         self._emit({"event": "done", **asdict(self.progress)})
         return self.progress
 
+    def _has_best(self) -> bool:
+        return bool(broadcast((self.model_dir / checkpoint.MODEL_FILE).exists(), self.ranks))
+
     def _finished_epochs(self) -> bool:
-        return (
-            bool(self.config.train.max_epochs)
-            and self.progress.epoch >= self.config.train.max_epochs
-        )
+        max_epochs = self.config.train.max_epochs
+        return bool(max_epochs) and self.progress.epoch >= max_epochs
 
     def _patience_exhausted(self) -> bool:
         patience = self.config.train.patience
         return bool(patience) and self.progress.bad_validations >= patience
 
-    def _out_of_budget(self, run_started: float) -> bool:
+    def _should_stop(self, clock: _Clock) -> bool:
+        """Stop on a signal or a budget; in DDP all ranks agree (any rank's reason stops all)."""
         t = self.config.train
-        if t.max_steps and self.progress.step >= t.max_steps:
-            return True
-        if t.max_time and time.monotonic() - run_started >= t.max_time:
-            return True
-        return self._patience_exhausted()
+        budget = (
+            bool(t.max_steps and self.progress.step >= t.max_steps)
+            or bool(t.max_time and clock.run() >= t.max_time)
+            or self._patience_exhausted()
+        )
+        signalled, spent = sum_values(
+            [float(self.stop.is_set()), float(budget)], self.ranks, self.device
+        )
+        if signalled:
+            self.stop.set()  # so every rank saves and exits the same way
+        return bool(signalled or spent)
 
-    def _interrupt(self, started: float) -> None:
-        self.progress.train_seconds = time.monotonic() - started
+    def _interrupt(self, clock: _Clock) -> None:
+        self.progress.train_seconds = clock.total()
         self._save_last()
         raise Interrupted(
             f"training stopped at step {self.progress.step}; resumable state saved in "
             f"{self.model_dir / checkpoint.LAST_FILE}: continue with --resume"
         )
 
-    def _report(self, window: dict, lr: float, n_batches: int, run_started: float) -> None:
-        now = time.monotonic()
-        seconds = max(1e-9, now - window["time"])
-        loss = window["loss"] / max(1, window["steps"])
+    def _report(self, window: _Window, lr: float, n_batches: int, clock: _Clock) -> None:
+        steps_per_s = window.steps / window.seconds()
         self._emit(
             {
                 "event": "train",
@@ -281,16 +330,15 @@ class Trainer:
                 "epoch": self.progress.epoch + 1,
                 "batch": self.progress.batch_index,
                 "batches": n_batches,
-                "loss": round(loss, 4),
+                "loss": round(window.mean_loss(), 4),
                 "lr": lr,
-                "tokens_per_s": round(window["tokens"] / seconds, 1),
+                "tokens_per_s": round(window.tokens / window.seconds(), 1),
                 "elapsed": round(self.progress.train_seconds, 1),
-                "remaining": self._remaining(
-                    now - run_started, window["steps"] / seconds, n_batches
-                ),
+                "remaining": self._remaining(clock.run(), steps_per_s, n_batches),
+                "world_size": self.ranks.world,
             }
         )
-        window.update(loss=0.0, steps=0, tokens=0, time=now)
+        window.restart()
 
     def _remaining(self, run_elapsed: float, steps_per_s: float, n_batches: int) -> float | None:
         t, p = self.config.train, self.progress
@@ -307,6 +355,7 @@ class Trainer:
     # -- validation -------------------------------------------------------------------------
     @torch.inference_mode()
     def dev_loss(self) -> float | None:
+        """Per-token NLL on the whole dev split."""
         if not self.data.has_split("dev"):
             return None
         self.model.eval()
@@ -324,6 +373,7 @@ class Trainer:
         return total / max(1, tokens)
 
     def dev_bleu(self) -> float | None:
+        """BLEU of greedy translations of the first `valid_sentences` dev sentences."""
         if not self.data.has_split("dev"):
             return None
         import sacrebleu
@@ -345,6 +395,13 @@ class Trainer:
         return sacrebleu.corpus_bleu(texts, [refs]).score
 
     def _validate_and_save(self) -> None:
+        """Rank 0 validates and saves; the others wait, then take its early-stopping state."""
+        if self.ranks.main:
+            self._validate_on_main()
+        barrier(self.ranks)
+        self.progress = Progress(**broadcast(asdict(self.progress), self.ranks))
+
+    def _validate_on_main(self) -> None:
         started = time.monotonic()
         loss = self.dev_loss()
         bleu = self.dev_bleu()
@@ -382,11 +439,7 @@ class Trainer:
         meta = self._meta()
         checkpoint.save(
             self.model_dir / checkpoint.MODEL_FILE,
-            {
-                "config": self.config.to_dict(),
-                "weights": self._weights(),
-                "meta": meta,
-            },
+            {"config": self.config.to_dict(), "weights": self._weights(), "meta": meta},
         )
         checkpoint.write_json(self.model_dir / checkpoint.META_FILE, meta)
 
@@ -407,19 +460,25 @@ class Trainer:
             "src_lang": self.data.src_lang,
             "tgt_lang": self.data.tgt_lang,
             "device": str(self.device),
+            "world_size": self.ranks.world,
         }
 
     def _save_last(self) -> None:
+        if not self.ranks.main:
+            return
         rng = {"torch": torch.get_rng_state()}
         if torch.cuda.is_available():
             rng["cuda"] = torch.cuda.get_rng_state_all()
+        progress = asdict(self.progress)
+        # The data position is kept in global batches, so any number of ranks can resume it.
+        progress["batch_index"] = self.progress.batch_index * self.ranks.world
         checkpoint.save(
             self.model_dir / checkpoint.LAST_FILE,
             {
                 "config": self.config.to_dict(),
                 "weights": self._weights(),
                 "optimizer": self.optimizer.state_dict(),
-                "progress": asdict(self.progress),
+                "progress": progress,
                 "rng": rng,
                 "scaler": self.scaler.state_dict() if self.scaler else None,
                 "data_fingerprint": self.data.fingerprint,
@@ -443,19 +502,59 @@ class Trainer:
                 f"{self.model_dir / checkpoint.LAST_FILE} does not match this configuration "
                 f"({type(exc).__name__}); resume with the same options or train anew"
             ) from None
-        torch.set_rng_state(payload["rng"]["torch"])
+        self.progress.batch_index //= self.ranks.world
+        torch.set_rng_state(payload["rng"]["torch"].cpu())
         if "cuda" in payload["rng"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(payload["rng"]["cuda"])
+            torch.cuda.set_rng_state_all([s.cpu() for s in payload["rng"]["cuda"]])
+        if self.ranks.distributed:
+            torch.manual_seed(self.config.train.seed + 7919 * self.ranks.rank + self.progress.step)
         if self.scaler is not None and payload.get("scaler"):
             self.scaler.load_state_dict(payload["scaler"])
         self._emit({"event": "resumed", **asdict(self.progress)})
         return self.progress
 
     def _emit(self, event: Event) -> None:
+        if not self.ranks.main:
+            return
         event = {"time": round(time.time(), 3), **event}
         with open(self.model_dir / "train.jsonl", "a", encoding="utf-8") as log:
             log.write(json.dumps(event) + "\n")
         self.on_event(event)
+
+
+class _Clock:
+    """Training time: this run's, and the total including runs before a resume."""
+
+    def __init__(self, before: float):
+        self.before = before
+        self.started = time.monotonic()
+
+    def run(self) -> float:
+        return time.monotonic() - self.started
+
+    def total(self) -> float:
+        return self.before + self.run()
+
+
+class _Window:
+    """Loss and throughput since the last report."""
+
+    def __init__(self) -> None:
+        self.restart()
+
+    def restart(self) -> None:
+        self.loss, self.steps, self.tokens, self.started = 0.0, 0, 0, time.monotonic()
+
+    def add(self, loss: float, tokens: int) -> None:
+        self.loss += loss
+        self.steps += 1
+        self.tokens += tokens
+
+    def seconds(self) -> float:
+        return max(1e-9, time.monotonic() - self.started)
+
+    def mean_loss(self) -> float:
+        return self.loss / max(1, self.steps)
 
 
 def copy_tokenizers(data: DataDir, model_dir: Path) -> None:
@@ -467,4 +566,12 @@ def copy_tokenizers(data: DataDir, model_dir: Path) -> None:
         tmp.replace(target)
 
 
-__all__ = ["Trainer", "Progress", "batch_loss", "collate", "copy_tokenizers", "pick_device"]
+__all__ = [
+    "Objective",
+    "Progress",
+    "Trainer",
+    "batch_loss",
+    "collate",
+    "copy_tokenizers",
+    "pick_device",
+]

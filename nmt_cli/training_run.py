@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 from collections.abc import Callable
@@ -72,8 +73,8 @@ def run_training(
     """Train a model into `output`; returns the final Progress."""
     from nmt_cli.data.datadir import load_data_dir
     from nmt_cli.data.tokenizer import Tokenizer
-    from nmt_cli.lock import directory_lock
-    from nmt_cli.trainer import Trainer, copy_tokenizers
+    from nmt_cli.distributed import from_environment, shutdown
+    from nmt_cli.trainer import pick_device
 
     data = load_data_dir(data_dir)
     base = None
@@ -83,9 +84,23 @@ def run_training(
     config = _with_vocab(
         config, Tokenizer(data.src_spm).vocab_size, Tokenizer(data.tgt_spm).vocab_size
     )
-    _prepare_model_dir(output, resume, force)
-    with directory_lock(output), _StopOnSignal() as stop:
-        if force and not resume:
+    _prepare_model_dir(output, resume, force)  # every rank checks; creating it is idempotent
+    ranks = from_environment(pick_device(config.train.device).type == "cuda")
+    try:
+        return _train_ranked(data, output, config, ranks, resume, force, on_event)
+    finally:
+        shutdown()
+
+
+def _train_ranked(data, output: Path, config: Config, ranks, resume: bool, force: bool, on_event):
+    from nmt_cli.distributed import barrier
+    from nmt_cli.lock import directory_lock
+    from nmt_cli.trainer import Trainer, copy_tokenizers
+
+    barrier(ranks)
+    lock = directory_lock(output) if ranks.main else contextlib.nullcontext()
+    with lock, _StopOnSignal() as stop:
+        if force and not resume and ranks.main:
             for name in (
                 checkpoint.MODEL_FILE,
                 checkpoint.LAST_FILE,
@@ -93,19 +108,20 @@ def run_training(
                 "train.jsonl",
             ):
                 (output / name).unlink(missing_ok=True)
-        trainer = Trainer(config, data, output, on_event=on_event, stop=stop)
-        checkpoint.write_json(output / checkpoint.CONFIG_FILE, config.to_dict())
-        copy_tokenizers(data, output)
-        on_event(
-            {
-                "event": "config",
-                "config": config.to_dict(),
-                "device": str(trainer.device),
-                "parameters": sum(p.numel() for p in trainer.model.parameters()),
-                "train_pairs": len(trainer.train_rows),
-                "output": str(output),
-            }
-        )
+        trainer = Trainer(config, data, output, on_event=on_event, stop=stop, ranks=ranks)
+        if ranks.main:
+            checkpoint.write_json(output / checkpoint.CONFIG_FILE, config.to_dict())
+            copy_tokenizers(data, output)
+            on_event(
+                {
+                    "event": "config",
+                    "config": config.to_dict(),
+                    "device": str(trainer.device),
+                    "parameters": sum(p.numel() for p in trainer.model.parameters()),
+                    "train_pairs": len(trainer.train_rows),
+                    "output": str(output),
+                }
+            )
         if resume:
             trainer.resume()
         return trainer.train()

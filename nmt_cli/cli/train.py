@@ -23,6 +23,9 @@ def train(
         False, "--resume", help="Continue from OUTPUT/checkpoints/last.pt."
     ),
     force: bool = typer.Option(False, "--force", help="Start afresh even if OUTPUT holds a model."),
+    nproc: int = typer.Option(
+        1, "--nproc", help="Train with N processes (torchrun + DDP) on this machine."
+    ),
     cell: str | None = typer.Option(None, help="gru or lstm.", rich_help_panel=_MODEL),
     emb_size: int | None = typer.Option(None, help="Embedding size.", rich_help_panel=_MODEL),
     hidden_size: int | None = typer.Option(
@@ -70,6 +73,9 @@ def train(
     valid_every: int | None = typer.Option(
         None, help="Validate every N updates.", rich_help_panel=_TRAIN
     ),
+    log_every: int | None = typer.Option(
+        None, help="Report progress every N updates.", rich_help_panel=_TRAIN
+    ),
     patience: int | None = typer.Option(
         None, help="Early stopping after N validations without gain.", rich_help_panel=_TRAIN
     ),
@@ -80,6 +86,8 @@ def train(
     ),
 ) -> None:
     """Train the encoder–decoder with attention on a prepared data directory."""
+    if nproc > 1:
+        _launch_torchrun(nproc)
     from nmt_cli.cli.boundary import stderr_console
     from nmt_cli.config import parse_duration
     from nmt_cli.render.progress import TrainDisplay
@@ -106,6 +114,7 @@ def train(
             max_epochs=max_epochs,
             max_time=parse_duration(max_time) if max_time else None,
             valid_every=valid_every,
+            log_every=log_every,
             patience=patience,
             seed=seed,
             device=device,
@@ -116,3 +125,38 @@ def train(
         run_training(
             data_dir, output, config_file, overrides, resume=resume, force=force, on_event=display
         )
+
+
+def _launch_torchrun(nproc: int) -> None:
+    """Re-run this command under torchrun with N processes (the same as calling torchrun yourself)."""
+    import os
+    import subprocess
+    import sys
+
+    from nmt_cli.errors import ConfigError
+
+    if os.environ.get("WORLD_SIZE"):
+        raise ConfigError(
+            "--nproc is not for use inside torchrun: drop it, torchrun sets the ranks"
+        )
+    args, skip = [], False
+    for arg in sys.argv[1:]:
+        if skip:
+            skip = False
+        elif arg == "--nproc":
+            skip = True
+        elif not arg.startswith("--nproc="):
+            args.append(arg)
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={nproc}",
+        "-m",
+        "nmt_cli",
+        *args,
+    ]
+    raise typer.Exit(subprocess.call(command, env=env))

@@ -1,0 +1,82 @@
+"""Multi-process training with PyTorch's own engine: torchrun + DistributedDataParallel.
+
+torchrun sets RANK, WORLD_SIZE and LOCAL_RANK; we join the process group (NCCL on GPUs, Gloo
+on CPUs), give each rank its own shard of every epoch's batches, and let rank 0 alone
+validate, log and write checkpoints while the others wait at a barrier.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """Where this process stands among the training processes."""
+
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world > 1
+
+
+def from_environment(use_cuda: bool) -> Ranks:
+    """Join the process group torchrun describes in the environment; one process otherwise."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return Ranks()
+    ranks = Ranks(int(os.environ["RANK"]), world, int(os.environ.get("LOCAL_RANK", "0")))
+    if not dist.is_initialized():
+        backend = "nccl" if use_cuda else "gloo"
+        if use_cuda:
+            torch.cuda.set_device(ranks.local_rank)
+        dist.init_process_group(backend=backend)
+    return ranks
+
+
+def shutdown() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def shard(batches: list, ranks: Ranks) -> list:
+    """This rank's batches: every world-th one, all ranks the same count so none waits forever."""
+    if not ranks.distributed:
+        return batches
+    per_rank = len(batches) // ranks.world
+    return batches[ranks.rank :: ranks.world][:per_rank]
+
+
+def sum_values(values: list[float], ranks: Ranks, device: torch.device) -> list[float]:
+    """Element-wise sum over ranks (identity on one process)."""
+    if not ranks.distributed:
+        return values
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(tensor)
+    return tensor.tolist()
+
+
+def broadcast(value: Any, ranks: Ranks) -> Any:
+    """Rank 0's value on every rank."""
+    if not ranks.distributed:
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def barrier(ranks: Ranks) -> None:
+    if ranks.distributed:
+        dist.barrier()
