@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from cli_runner import invoke
 
 COMMANDS = ["prepare", "train", "translate", "eval", "align"]

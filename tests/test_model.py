@@ -140,3 +140,34 @@ def test_token_batches_cover_every_pair_once_with_bounded_padding():
     assert all(np.array_equal(a, b) for a, b in zip(batches, again, strict=True))
     other = make_batches(src, tgt, 400, seed=7, epoch=1)
     assert not all(np.array_equal(a, b) for a, b in zip(batches, other, strict=False))
+
+
+def test_fast_gru_matches_packed_nn_gru_outputs_finals_and_gradients():
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    from nmt_cli.model.gru import FastGRU
+
+    torch.manual_seed(0)
+    gru = FastGRU(5, 4, num_layers=2, bidirectional=True, batch_first=True).double()
+    x = torch.randn(3, 6, 5, dtype=torch.double, requires_grad=True)
+    h0 = torch.randn(4, 3, 4, dtype=torch.double, requires_grad=True)
+    lengths = torch.tensor([6, 4, 1])
+    mask = (torch.arange(6)[None, :] < lengths[:, None]).unsqueeze(-1)
+    weights = torch.randn(3, 6, 8, dtype=torch.double)
+
+    def reference():
+        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        out, final = torch.nn.GRU.forward(gru, packed, h0)
+        return pad_packed_sequence(out, batch_first=True, total_length=6)[0], final
+
+    results = []
+    for run in (lambda: gru.forward_padded(x, lengths, h0), reference):
+        gru.zero_grad()
+        x.grad = h0.grad = None
+        out, final = run()
+        ((out * mask * weights).sum() + final.sum()).backward()
+        grads = [p.grad.clone() for p in gru.parameters()] + [x.grad.clone(), h0.grad.clone()]
+        results.append((out * mask, final, grads))
+    (out_a, fin_a, grads_a), (out_b, fin_b, grads_b) = results
+    assert torch.allclose(out_a, out_b) and torch.allclose(fin_a, fin_b)
+    assert all(torch.allclose(a, b) for a, b in zip(grads_a, grads_b, strict=True))

@@ -20,6 +20,7 @@ from torch import nn
 from nmt_cli.config import ModelConfig
 from nmt_cli.model.attention import build_attention
 from nmt_cli.model.encoder import Hidden, rnn_class
+from nmt_cli.model.gru import FastGRU
 
 
 @dataclass
@@ -139,7 +140,10 @@ class Decoder(nn.Module):
     ) -> torch.Tensor:
         """All steps at once: one RNN call over the target, one batched attention."""
         embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
-        output, _ = self.rnn(embedded, state.hidden)  # (B, T, D)
+        if isinstance(self.rnn, FastGRU) and self.rnn.use_fast_path(embedded):
+            output, _ = self.rnn.forward_padded(embedded, None, state.hidden)  # (B, T, D)
+        else:
+            output, _ = self.rnn(embedded, state.hidden)  # (B, T, D)
         if self.attention is None:
             return self._project(output)
         context, _ = self.attention(output, memory.keys, memory.states, memory.mask)  # (B, T, M)

@@ -7,12 +7,13 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from nmt_cli.config import ModelConfig
+from nmt_cli.model.gru import FastGRU
 
 Hidden = torch.Tensor | tuple[torch.Tensor, torch.Tensor]  # GRU: h (L, B, D); LSTM: (h, c)
 
 
 def rnn_class(cell: str) -> type[nn.RNNBase]:
-    return nn.LSTM if cell == "lstm" else nn.GRU
+    return nn.LSTM if cell == "lstm" else FastGRU
 
 
 class Encoder(nn.Module):
@@ -34,6 +35,10 @@ class Encoder(nn.Module):
     def forward(self, src: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, Hidden]:
         """States (B, S, M) for src (B, S) with lengths (B,), and the final state per layer (L, B, M)."""
         embedded = self.dropout(self.embedding(src))  # (B, S, E)
+        if isinstance(self.rnn, FastGRU) and self.rnn.use_fast_path(embedded):
+            states, final = self.rnn.forward_padded(embedded, lengths)
+            states = states * (src != 0).unsqueeze(-1)  # zeros at padding, as packing gives
+            return states, self._join_directions(final)
         packed = pack_padded_sequence(
             embedded, lengths.cpu(), batch_first=True, enforce_sorted=False
         )
