@@ -93,7 +93,8 @@ def checked_pairs(pairs: Iterable[tuple[str, str]], name: str) -> Iterator[tuple
         if not source.strip() or not target.strip():
             side = "source" if not source.strip() else "target"
             raise InputError(
-                f"{name} line {number} has an empty {side}: alignment needs both sides"
+                f"{name} line {number} has an empty {side}: alignment needs both sides; "
+                "remove that pair or fill in its text"
             )
         yield source.strip(), target.strip()
 

@@ -371,8 +371,21 @@ def _gold_lines(source: str | Path | Iterable[str], name: str | None) -> tuple[s
         path = Path(source)
         try:
             text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as error:
-            raise InputError(f"cannot read gold alignments {path}: {error}") from error
+        except FileNotFoundError:
+            raise InputError(f"gold alignments {path} do not exist: check the path") from None
+        except IsADirectoryError:
+            raise InputError(
+                f"gold alignments {path} is a directory: give the alignment file inside it"
+            ) from None
+        except UnicodeDecodeError as error:
+            raise InputError(
+                f"gold alignments {path} are not valid UTF-8 (byte {error.start + 1}): "
+                "re-encode the file as UTF-8"
+            ) from None
+        except OSError as error:
+            raise InputError(
+                f"cannot read gold alignments {path}: {error.strerror}: check its permissions"
+            ) from None
         return name or str(path), text.splitlines()
     return name or "<gold alignments>", [line.rstrip("\n") for line in source]
 

@@ -8,6 +8,7 @@ temporary sibling name and renamed into place only when complete.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import tempfile
@@ -23,6 +24,18 @@ def _umask() -> int:
     return mask
 
 
+def write_error(path: Path, exc: OSError) -> NmtError:
+    """The one-line error for a write that failed, with what to do about it."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        fix = "free some disk space and run again"
+    elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        fix = f"check that {path.parent} is writable"
+    else:
+        fix = "check the disk and run again"
+    reason = exc.strerror or str(exc)
+    return NmtError(f"cannot write {path}: {reason}; {fix} (the previous version, if any, is kept)")
+
+
 def _fsync_dir(path: Path) -> None:
     with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY)
@@ -36,18 +49,24 @@ def _fsync_dir(path: Path) -> None:
 def atomic_open(path: str | os.PathLike, mode: str = "wb", encoding: str | None = None) -> Iterator:
     """Open a temporary sibling of `path` for writing; rename it over `path` on success."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual permissions
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise write_error(path, exc) from exc
+    try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual permissions
         with os.fdopen(fd, mode, encoding=encoding) as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
         _fsync_dir(path.parent)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            # A full disk or a lost permission is the user's to fix: one clean line, no traceback.
+            raise write_error(path, exc) from exc
         raise
 
 
@@ -81,15 +100,24 @@ def staged_directory(final: str | os.PathLike, force: bool = False) -> Iterator[
         raise NmtError(f"cannot create {final}: {exc.strerror}") from exc
     try:
         yield stage
-        if final.exists():
-            old = parent / f".{final.name}.old"
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(final, old)
-            os.replace(stage, final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(stage, final)
-        _fsync_dir(parent)
+        try:
+            _move_into_place(stage, final)
+        except OSError as exc:
+            raise write_error(final, exc) from exc
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
+
+
+def _move_into_place(stage: Path, final: Path) -> None:
+    """Rename the finished `stage` to `final`, replacing an old `final` only now."""
+    parent = final.parent
+    if final.exists():
+        old = parent / f".{final.name}.old"
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(final, old)
+        os.replace(stage, final)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(stage, final)
+    _fsync_dir(parent)

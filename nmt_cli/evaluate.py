@@ -101,6 +101,8 @@ def read_lines(path: str | os.PathLike) -> list[str]:
     """Read a UTF-8 text file (plain or .gz) as lines without trailing whitespace."""
     path = Path(path)
     data = _read_bytes(path)
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]  # a BOM is no part of the first sentence
     if not data:
         raise InputError(f"{path} is empty: pass a file with one sentence per line")
     chunks = data.split(b"\n")
@@ -142,7 +144,8 @@ def check_line_counts(files: Sequence[tuple[str | os.PathLike, Sequence[str]]]) 
         if len(lines) != len(first_lines):
             raise InputError(
                 f"{first_name} has {len(first_lines):,} lines but {name} has {len(lines):,}: "
-                "the files must be parallel, one sentence per line in the same order"
+                "the files must be parallel, one sentence per line in the same order; check "
+                "that they belong together"
             )
 
 

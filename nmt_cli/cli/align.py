@@ -75,8 +75,9 @@ def align(
 
     from nmt_cli.aligner import AlignOptions
     from nmt_cli.cli.align_output import AlignOutput
+    from nmt_cli.cli.options import check_device
     from nmt_cli.errors import ConfigError
-    from nmt_cli.translator import Translator
+    from nmt_cli.translator import SearchOptions, Translator
 
     if view not in ("auto", "heatmap", "links", "none"):
         raise ConfigError(f"--view must be heatmap, links, none or auto, got {view!r}")
@@ -89,12 +90,24 @@ def align(
         symmetrize=symmetrize,
     )
     _check_options(options)
+    search = SearchOptions(beam_size=beam).check()
+    check_device(device)
+    if png is not None:
+        from nmt_cli.render.scores import check_plot_path
+
+        check_plot_path(png)
+    pair_files = _checked_pair_files(src, tgt, tsv, input)
     translator = Translator.load(model, device=device)
     reverse = Translator.load(reverse_model, device=device) if reverse_model else None
     if view == "auto":
         view = "heatmap" if sys.stdout.isatty() and not json_output else "none"
     output = AlignOutput(view=view, json_output=json_output, gold=gold, png=png)
-    output.run(_alignments(translator, reverse, options, src, tgt, tsv, input, beam))
+    if pair_files is not None:
+        output.run(_file_alignments(translator, reverse, options, pair_files))
+        return
+    lines, name = _input_lines(input)
+    output.run(_stream_alignments(translator, reverse, options, lines, name, search))
+    lines.check()  # an unreadable line fails after every pair before it is written
 
 
 def _check_options(options) -> None:
@@ -114,27 +127,49 @@ def _check_options(options) -> None:
         raise ConfigError(f"--shift must be 0 or 1, got {options.shift}")
 
 
-def _alignments(translator, reverse, options, src, tgt, tsv, input, beam):
-    from nmt_cli.aligner import align_pairs, align_translations, checked_pairs, parse_fast_align
+def _checked_pair_files(src, tgt, tsv, input):
+    """The parallel files to align, read once to the end first: a mismatch, a bad byte or a
+    bad TSV line fails before any alignment is printed. None when the pairs come as a stream."""
+    from nmt_cli.aligner import checked_pairs
     from nmt_cli.data.corpus import ParallelSource, read_pairs
     from nmt_cli.errors import ConfigError
-    from nmt_cli.lines import iter_lines, open_input
-    from nmt_cli.translator import SearchOptions
 
-    if src or tgt or tsv:
-        if input is not None:
-            raise ConfigError("give either --src/--tgt, --tsv or --input, not several")
-        source = ParallelSource(src=src, tgt=tgt, tsv=tsv)
-        pairs = checked_pairs(read_pairs(source), source.describe())
-        return align_pairs(translator, pairs, options, reverse)
+    if not (src or tgt or tsv):
+        return None
+    if input is not None:
+        raise ConfigError("give either --src/--tgt, --tsv or --input, not several")
+    source = ParallelSource(src=src, tgt=tgt, tsv=tsv)
+    for _ in checked_pairs(read_pairs(source), source.describe()):
+        pass
+    return source
+
+
+def _file_alignments(translator, reverse, options, source):
+    from nmt_cli.aligner import align_pairs, checked_pairs
+    from nmt_cli.data.corpus import read_pairs
+
+    pairs = checked_pairs(read_pairs(source), source.describe())
+    return align_pairs(translator, pairs, options, reverse)
+
+
+def _input_lines(input):
+    from nmt_cli.lines import UntilError, iter_lines, open_input
+
     stream, name = open_input(input)
-    lines = iter_lines(stream, name)
-    first = next(lines, None)
-    if first is None:
-        return iter(())
+    return UntilError(iter_lines(stream, name)), name
+
+
+def _stream_alignments(translator, reverse, options, lines, name, search):
+    """`src ||| tgt` lines are aligned as given; plain source lines are translated first."""
     import itertools
 
-    lines = itertools.chain([first], lines)
+    from nmt_cli.aligner import align_pairs, align_translations, parse_fast_align
+
+    iterator = iter(lines)
+    first = next(iterator, None)
+    if first is None:
+        return iter(())
+    rest = itertools.chain([first], iterator)
     if "|||" in first:
-        return align_pairs(translator, parse_fast_align(lines, name), options, reverse)
-    return align_translations(translator, lines, SearchOptions(beam_size=beam), options, reverse)
+        return align_pairs(translator, parse_fast_align(rest, name), options, reverse)
+    return align_translations(translator, rest, search, options, reverse)

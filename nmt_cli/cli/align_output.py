@@ -22,6 +22,13 @@ class AlignOutput:
         from nmt_cli.alignment import format_pharaoh, read_gold
 
         gold = read_gold(self.gold_path) if self.gold_path else None  # fail early on a bad file
+        if gold == []:
+            from nmt_cli.errors import InputError
+
+            raise InputError(
+                f"{self.gold_path} is empty: give the gold alignments of these sentence pairs, "
+                "one line per pair"
+            )
         out = sys.stdout
         for index, pair in enumerate(pairs):
             if self.json_output:

@@ -63,9 +63,12 @@ def translate(
     """Translate text from stdin (or --input) to stdout, greedy or beam search."""
     import sys
 
-    from nmt_cli.lines import iter_lines, open_input
+    from nmt_cli.cli.options import check_device, check_finite, check_threads
+    from nmt_cli.lines import UntilError, check_on_invalid, iter_lines, open_input
     from nmt_cli.translator import SearchOptions, Translator
 
+    check_finite("--length-penalty", length_penalty)
+    check_finite("--max-len-ratio", max_len_ratio)
     options = SearchOptions(
         beam_size=beam,
         nbest=nbest,
@@ -73,6 +76,9 @@ def translate(
         max_len_ratio=max_len_ratio,
         batch_size=batch_size,
     ).check()
+    check_on_invalid(on_invalid)
+    check_device(device)
+    check_threads(threads)
     translator = Translator.load(model, device=device, quantize=quantize, threads=threads)
     if input is None and sys.stdin.isatty():
         from nmt_cli.cli.interactive import prompt_loop
@@ -80,7 +86,7 @@ def translate(
         prompt_loop(translator, options)
         return
     stream, name = open_input(input)
-    lines = iter_lines(stream, name, on_invalid)
+    lines = UntilError(iter_lines(stream, name, on_invalid))
     with_attention = align or json_output
     results = translator.translate_lines(
         lines,
@@ -96,6 +102,7 @@ def translate(
         if number % 256 == 0:
             out.flush()
     out.flush()
+    lines.check()  # an unreadable line fails only after every line before it is written
 
 
 def _writer(json_output: bool, align: bool, nbest: int, limit: int):

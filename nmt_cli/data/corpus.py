@@ -16,6 +16,7 @@ from typing import BinaryIO, NoReturn
 from nmt_cli.errors import ConfigError, InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
+UTF8_BOM = b"\xef\xbb\xbf"
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 _CHUNK = 1 << 20
 
@@ -113,12 +114,14 @@ def _decode(raw: bytes, path: Path, number: int) -> str:
 
 
 def read_lines(path: Path) -> Iterator[str]:
-    """Yield the decoded lines of a plain or gzipped UTF-8 file, without their newline."""
+    """Yield the decoded lines of a plain or gzipped UTF-8 file, without their newline or BOM."""
     number = 0
     try:
         with open_binary(path) as handle:
             for raw in handle:
                 number += 1
+                if number == 1 and raw.startswith(UTF8_BOM):
+                    raw = raw[len(UTF8_BOM) :]
                 yield _decode(raw[:-1] if raw.endswith(b"\n") else raw, path, number)
     except (gzip.BadGzipFile, EOFError, zlib.error):
         raise InputError(
@@ -167,9 +170,13 @@ def _read_aligned(src: Path, tgt: Path) -> Iterator[tuple[str, str]]:
 
 def _raise_mismatch(src: Path, tgt: Path) -> NoReturn:
     n_src, n_tgt = count_lines(src), count_lines(tgt)
+    if 0 in (n_src, n_tgt):
+        fix = f"{src if n_src == 0 else tgt} is empty: give the file that holds the sentences"
+    else:
+        fix = "check that they are the two sides of one corpus, one sentence per line"
     raise InputError(
-        f"{src} has {n_src:,} lines but {tgt} has {n_tgt:,}: "
-        "source and target must be line-aligned, one sentence per line"
+        f"{src} has {n_src:,} lines but {tgt} has {n_tgt:,}: source and target must be "
+        f"line-aligned; {fix}"
     )
 
 

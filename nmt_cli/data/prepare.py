@@ -13,6 +13,7 @@ repeats in them and they are as clean as the training data.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -82,6 +83,8 @@ class PrepareOptions:
             raise ConfigError(
                 f"--max-len {self.clean.max_len} is negative: use 0 (no limit) or more"
             )
+        if math.isnan(self.clean.max_ratio):
+            raise ConfigError("--max-ratio nan is not a number: use 0 (no limit) or ≥ 1")
         if self.clean.max_ratio and self.clean.max_ratio < 1:
             raise ConfigError(
                 f"--max-ratio {self.clean.max_ratio} is below 1: use 0 (no limit) or ≥ 1"
