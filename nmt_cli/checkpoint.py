@@ -74,10 +74,14 @@ def load(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]
             "retrain or copy the file again"
         ) from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise ArtifactError(f"{path} is not an nmt checkpoint (no '{FORMAT}' marker)")
+        raise ArtifactError(
+            f"{path} is not an nmt checkpoint (no '{FORMAT}' marker): pass a model directory "
+            "written by `nmt train`"
+        )
     if payload.get("version") != VERSION:
         raise ArtifactError(
-            f"{path} has checkpoint format version {payload.get('version')}, this nmt reads {VERSION}"
+            f"{path} has checkpoint format version {payload.get('version')}, this nmt reads "
+            f"{VERSION}: use the nmt version that wrote it, or retrain"
         )
     return payload
 

@@ -110,6 +110,8 @@ def _checked_data_dir(path: Path, manifest: dict[str, Any]) -> DataDir:
     for needed in _listed_files(path, manifest):
         if not needed.is_file():
             raise ArtifactError(f"{needed} is missing: the data directory is incomplete, {_REDO}")
+    for prefix in _ids_prefixes(path, manifest):
+        read_token_ids(prefix)  # memory-mapped, so cheap: a truncated file fails here, not later
     return DataDir(
         path=path,
         src_spm=src_spm,
@@ -181,6 +183,13 @@ def _listed_files(path: Path, manifest: dict[str, Any]) -> list[Path]:
             files.append(_inside(path, entry["text"][side]))
             files.extend(ids_paths(_inside(path, entry["ids"][side])))
     return files
+
+
+def _ids_prefixes(path: Path, manifest: dict[str, Any]) -> list[Path]:
+    """The token-id prefix of every side of every split."""
+    return [
+        _inside(path, entry["ids"][side]) for entry in manifest["splits"].values() for side in SIDES
+    ]
 
 
 def _fingerprint(*files: Path) -> str:
