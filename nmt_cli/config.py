@@ -170,6 +170,12 @@ def validate(config: Config) -> Config:
         value = getattr(t, name)
         _require(0 <= value <= 10**9, f"--{name.replace('_', '-')} must be ≥ 0, got {value}")
     _require(t.valid_every >= 1 and t.log_every >= 1, "--valid-every and --log-every must be ≥ 1")
+    _require(0.0 < t.decay_factor <= 1.0, f"decay_factor must be in (0, 1], got {t.decay_factor}")
+    _require(0.0 <= t.min_lr <= t.lr, f"min_lr must be in [0, lr={t.lr}], got {t.min_lr}")
+    _require(
+        0.0 <= t.clip_norm < float("inf"),
+        f"clip_norm must be a finite number ≥ 0, got {t.clip_norm}",
+    )
     _require(t.max_time >= 0, f"--max-time must be ≥ 0, got {t.max_time}")
     _require(
         t.device in ("auto", "cpu", "cuda") or t.device.startswith("cuda:"),
@@ -183,7 +189,9 @@ def load_toml(path: Path) -> dict[str, Any]:
         with open(path, "rb") as handle:
             return tomllib.load(handle)
     except FileNotFoundError:
-        raise ConfigError(f"config file {path} does not exist") from None
+        raise ConfigError(
+            f"config file {path} does not exist: check the path or drop --config"
+        ) from None
     except IsADirectoryError:
         raise ConfigError(f"config file {path} is a directory; give a .toml file") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -199,6 +207,11 @@ def resolve(
     data: dict[str, Any] = load_toml(config_file) if config_file else dict(base or {})
     source = str(config_file) if config_file else "config"
     _check_keys(data, {"model", "train"}, source)
+    for section in ("model", "train"):
+        if not isinstance(data.get(section, {}), dict):
+            raise ConfigError(
+                f"{source}: [{section}] must be a table of keys, e.g. [{section}] then key = value lines"
+            )
     for section, values in overrides.items():
         merged = dict(data.get(section, {}))
         merged.update({k: v for k, v in values.items() if v is not None})

@@ -207,7 +207,9 @@ class Translator:
         src_ids, truncated = encoded
         src_pieces = [self.src_tokenizer.id_to_piece(int(i)) for i in src_ids]
         best = nbest[0]
-        attention = best.attention.numpy() if best.attention is not None else None
+        attention = None
+        if best.attention is not None:  # rows span the padded batch: keep this line's pieces
+            attention = best.attention[:, : len(src_ids)].numpy()
         pieces = self._pieces(best, src_pieces, attention if replace_unk else None)
         alternatives = [(self._text(self._pieces(h, src_pieces, None)), h.score) for h in nbest]
         return Translation(

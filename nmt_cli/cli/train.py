@@ -112,7 +112,7 @@ def train(
             lr=lr,
             max_steps=max_steps,
             max_epochs=max_epochs,
-            max_time=parse_duration(max_time) if max_time else None,
+            max_time=parse_duration(max_time) if max_time is not None else None,
             valid_every=valid_every,
             log_every=log_every,
             patience=patience,

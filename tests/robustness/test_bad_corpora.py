@@ -254,12 +254,6 @@ def test_translate_cuts_a_100k_character_line_and_keeps_the_others(toy_model_dir
     assert "line 2" in result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="nmt_cli/translator.py Translator._finish keeps the attention of the whole padded "
-    "batch, (T+1, longest source in the batch), so merge_to_words raises ValueError for every "
-    "shorter line: it must keep attention[:, : len(src_ids)]",
-)
 @pytest.mark.parametrize("mode", ["--json", "--align"])
 def test_translate_json_and_align_on_lines_of_different_lengths(toy_model_dir, mode):
     text = "apple river\nstone cloud green quick small house light\nsun\n"

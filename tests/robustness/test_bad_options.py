@@ -112,12 +112,6 @@ def test_train_option_out_of_range(toy_data_dir, tmp_path, args, named):
     assert not out.exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="nmt_cli/cli/train.py train(): `parse_duration(max_time) if max_time else None` "
-    "treats --max-time '' as not given and trains without a time limit; it must test "
-    "`max_time is not None` so that parse_duration refuses the empty string",
-)
 def test_train_refuses_an_empty_max_time(toy_data_dir, tmp_path):
     out = tmp_path / "model"
     small = ("--max-steps", "1", "--emb-size", "8", "--hidden-size", "8", "--valid-every", "1")

@@ -140,17 +140,7 @@ def test_prepare_json_cannot_point_outside_the_data_directory(
         ("[train]\nmax_len = 100000000000\n", "--max-len"),
         ("[train]\nmax_time = -1.0\n", "--max-time"),
         ("[model]\nhiden_size = 3\n", "hiden_size"),
-        pytest.param(
-            "model = 5\n",
-            "[model]",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="nmt_cli/config.py resolve(): dict(data.get(section, {})) raises "
-                "TypeError for a non-table section before Config.from_dict can refuse it; "
-                "it must check isinstance(..., dict) first and raise ConfigError naming "
-                "the section",
-            ),
-        ),
+        ("model = 5\n", "[model]"),
         ("[model\nbroken", "TOML"),
     ],
     ids=lambda v: v.splitlines()[-1] if "\n" in str(v) else None,
@@ -163,13 +153,6 @@ def test_config_file_with_an_absurd_or_malformed_value(toy_data_dir, tmp_path, t
     assert not (tmp_path / "model").exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="nmt_cli/config.py validate() checks neither decay_factor, min_lr nor clip_norm: "
-    "NaN or out-of-range values are accepted (a NaN decay turns the learning rate into NaN at "
-    "the first plateau); it must require 0 < decay_factor ≤ 1, 0 ≤ min_lr ≤ lr and a finite "
-    "clip_norm ≥ 0, naming the key",
-)
 @pytest.mark.parametrize(
     ("toml", "named"),
     [
