@@ -43,8 +43,22 @@ def save(path: Path, payload: dict[str, Any]) -> None:
     """Write a checkpoint atomically (temp file, fsync, rename)."""
     buffer = io.BytesIO()
     torch.save({"format": FORMAT, "version": VERSION, **payload}, buffer)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise atomic.write_error(path, exc) from exc
+    _remove_stale_temporaries(path)
     atomic.write_bytes(path, buffer.getvalue())
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    """Delete the temporary files of earlier saves of `path` that were killed mid-write.
+
+    Only one training run writes a model directory at a time (nmt_cli.lock), so every such
+    file is a leftover, never another run's write in progress.
+    """
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):
+        stale.unlink(missing_ok=True)
 
 
 def load(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
