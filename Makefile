@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 TORCH_CPU := torch==2.13.0
 DEMO_DIR := runs/demo
 
-.PHONY: install demo test test-all lint bench clean
+.PHONY: install demo test test-all lint bench bench-quality clean
 
 install: $(STAMP)
 
@@ -31,6 +31,15 @@ test-all: install
 lint: install
 	$(PY) -m ruff check nmt_cli tests data bench
 	$(PY) -m ruff format --check nmt_cli tests data bench
+
+# Speed, memory and BLEU beside OpenNMT-py and Joey NMT (about 40 min on 2 cores, installs
+# included); writes bench/RESULTS.md. BENCH_ARGS="--systems nmt,nmt-fast --skip-install" for a subset.
+bench: install
+	$(PY) bench/run.py $(BENCH_ARGS)
+
+# Test BLEU of every system after the same 20-minute training budget (about 1h30); bench/QUALITY.md.
+bench-quality: install
+	$(PY) bench/quality.py $(BENCH_ARGS)
 
 clean:
 	rm -rf runs .pytest_cache .ruff_cache

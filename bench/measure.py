@@ -1,0 +1,197 @@
+"""The measurements: training throughput and memory, translation speed and BLEU, latency."""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+import flops
+import procs
+import systems
+import throughput
+from dataset import TestSet, first_sentence
+from layout import OUR_PYTHON, Layout
+from systems import Command, System
+
+TRANSLATE_LIMIT_S = 300.0  # a translation still running then is stopped and reported as failed
+
+
+@dataclass
+class TrainingResult:
+    """One throughput run: steady-state rate, model-FLOPs utilisation, peak memory."""
+
+    system: str
+    seconds_budget: float  # training-loop seconds asked for
+    throughput: throughput.Throughput | None
+    flops_per_token: float
+    mfu: float | None
+    max_rss_mib: float
+    wall_s: float  # the whole process, start-up and saving included
+    returncode: int
+    command: str
+    log: str
+
+
+@dataclass
+class TranslationResult:
+    """One timed translation of the test set."""
+
+    system: str
+    search: str  # greedy or beam5
+    quantized: bool
+    batch_size: int
+    sentences: int
+    wall_s: float  # process start to exit, model loading included
+    sents_per_s: float
+    words_per_output: float | None  # mean length of the translations, which sets decoding time
+    max_rss_mib: float
+    bleu: float | None  # of a short-trained model: not a quality figure
+    bleu_signature: str
+    returncode: int
+    command: str
+
+
+@dataclass
+class LatencyResult:
+    """One sentence from the shell: process start to output, several runs."""
+
+    system: str
+    runs_s: list[float]
+    median_s: float
+    max_rss_mib: float
+    output: str
+    command: str
+
+
+def _run(cmd: Command, log: Path, budget_s: float | None = None, grace_s: float = 120.0):
+    return procs.run(
+        cmd.argv,
+        log,
+        extra_env=cmd.extra_env,
+        stdin=cmd.stdin,
+        stdout=cmd.stdout,
+        input_text=cmd.input_text,
+        budget_s=budget_s,
+        grace_s=grace_s,
+    )
+
+
+def train(
+    layout: Layout,
+    system: System,
+    seconds: float,
+    warmup_s: float,
+    peak_gflops: float,
+    tag: str = "speed",
+) -> TrainingResult:
+    """Train `system` for `seconds` and measure its steady rate over [warmup_s, seconds]."""
+    run_dir = layout.models / f"{tag}-{system.name}"
+    speed = tag == "speed"
+    cmd = systems.train_command(layout, system, run_dir, seconds, speed)
+    log = layout.log(f"{tag}-train-{system.name}")
+    log.unlink(missing_ok=True)  # the log is parsed: only this run's lines
+    shutil.rmtree(run_dir, ignore_errors=True)  # no checkpoint of an earlier run may be picked
+    run_dir.mkdir(parents=True)
+    # The peers are stopped by SIGINT; ours stops itself (--max-time), SIGINT is a safety net.
+    budget = seconds + systems.STARTUP_S + (120.0 if system.ours else 0.0)
+    result = procs.check(_run(cmd, log, budget_s=budget), f"training {system.name}", log)
+    rate = throughput.measure(
+        system.kind, systems.train_log(system, run_dir, log), warmup_s, seconds
+    )
+    per_token = flops.ARCHS[system.arch].train_flops()
+    utilisation = flops.mfu(rate.tokens_per_s, per_token, peak_gflops) if rate else None
+    return TrainingResult(
+        system=system.name,
+        seconds_budget=seconds,
+        throughput=rate,
+        flops_per_token=per_token,
+        mfu=utilisation,
+        max_rss_mib=result.max_rss_mib,
+        wall_s=result.seconds,
+        returncode=result.returncode,
+        command=result.command,
+        log=str(log),
+    )
+
+
+def translate(
+    layout: Layout,
+    system: System,
+    model: Path,
+    test: TestSet,
+    beam: int,
+    quantize: bool = False,
+    tag: str = "speed",
+) -> TranslationResult:
+    """Translate the test set once, timed, and score it against the raw reference."""
+    search = "greedy" if beam == 1 else f"beam{beam}"
+    name = f"{tag}-{system.name}-{search}{'-int8' if quantize else ''}"
+    out = layout.outputs / f"{name}.txt"
+    cmd = systems.translate_command(layout, system, model, beam, test, out, quantize)
+    log = layout.log(f"{tag}-translate-{system.name}")
+    result = _run(cmd, log, budget_s=TRANSLATE_LIMIT_S, grace_s=30.0)
+    returncode = 124 if result.interrupted else result.returncode  # 124: out of time, as timeout(1)
+    bleu, signature, words = None, "", None
+    if returncode == 0:
+        hyps = systems.hypotheses(system, cmd.output, layout.nmt_data / "spm.model")
+        bleu, signature = score(hyps, test.ref)
+        words = sum(len(h.split()) for h in hyps) / max(1, len(hyps))
+    return TranslationResult(
+        system=system.name,
+        search=search,
+        quantized=quantize,
+        batch_size=64,
+        sentences=test.sentences,
+        wall_s=result.seconds,
+        sents_per_s=test.sentences / result.seconds,
+        words_per_output=words,
+        max_rss_mib=result.max_rss_mib,
+        bleu=bleu,
+        bleu_signature=signature,
+        returncode=returncode,
+        command=result.command,
+    )
+
+
+def score(hyps: list[str], ref: Path) -> tuple[float | None, str]:
+    """sacreBLEU (13a, cased) of `hyps` against the reference file, with its signature."""
+    from sacrebleu.metrics import BLEU
+
+    refs = ref.read_text(encoding="utf-8").split("\n")[: len(hyps)]
+    if len(hyps) != len(refs):
+        return None, f"{len(hyps)} outputs for {len(refs)} references"
+    metric = BLEU()
+    return round(metric.corpus_score(hyps, [refs]).score, 2), str(metric.get_signature())
+
+
+def _repeat(cmd: Command, name: str, log: Path, runs: int) -> LatencyResult:
+    """Run `cmd` `runs` times in fresh processes; the median wall time and the peak memory."""
+    results = [procs.check(_run(cmd, log), name, log) for _ in range(runs)]
+    times = [r.seconds for r in results]
+    return LatencyResult(
+        system=name,
+        runs_s=times,
+        median_s=statistics.median(times),
+        max_rss_mib=max(r.max_rss_mib for r in results),
+        output="",
+        command=results[0].command,
+    )
+
+
+def latency(layout: Layout, system: System, model: Path, test: TestSet, runs: int) -> LatencyResult:
+    """Median time of translating the first test sentence in a fresh process."""
+    source = test.raw_src if system.ours else test.pieces_src
+    out = layout.outputs / f"latency-{system.name}.txt"
+    cmd = systems.latency_command(layout, system, model, first_sentence(source), out)
+    result = _repeat(cmd, system.name, layout.log(f"latency-{system.name}"), runs)
+    translations = systems.hypotheses(system, out, layout.nmt_data / "spm.model")
+    result.output = translations[0] if translations else ""
+    return result
+
+
+def import_torch(layout: Layout, runs: int) -> LatencyResult:
+    """Median time of a bare `python -c "import torch"` with our python."""
+    cmd = Command([OUR_PYTHON, "-c", "import torch"])
+    return _repeat(cmd, "import torch", layout.log("import-torch"), runs)

@@ -1,0 +1,167 @@
+"""Child processes measured from the outside: wall time, peak memory, a log file, a time budget."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from layout import REPO_DIR, SHARED_DIR
+
+THREADS = str(os.cpu_count() or 1)
+
+
+@dataclass
+class ProcResult:
+    """How one child process ran."""
+
+    command: str  # the command line as it could be typed in a shell
+    returncode: int
+    seconds: float  # wall time from start to exit
+    max_rss_mib: float  # peak resident memory of the child and its waited-for descendants
+    interrupted: bool  # SIGINT was sent because the time budget ran out
+
+
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of every child: one thread per core, no colour, plus `extra`."""
+    env = dict(os.environ)
+    env.update(OMP_NUM_THREADS=THREADS, MKL_NUM_THREADS=THREADS, NO_COLOR="1")
+    env.update(extra or {})
+    return env
+
+
+def _readable(text: str) -> str:
+    """Paths relative to the repository root (where `make bench` runs), for the report."""
+    return text.replace(f"{SHARED_DIR}/", "../shared/").replace(f"{REPO_DIR}/", "")
+
+
+def shown(
+    cmd: list[str],
+    extra_env: dict[str, str] | None = None,
+    stdin: Path | None = None,
+    stdout: Path | None = None,
+    input_text: str | None = None,
+) -> str:
+    """A shell spelling of a command with its environment, input and redirections."""
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in (extra_env or {}).items())
+    text = " ".join(part for part in (env, shlex.join(str(c) for c in cmd)) if part)
+    if input_text is not None:
+        text = f"echo {shlex.quote(input_text.rstrip(chr(10)))} | {text}"
+    if stdin is not None:
+        text += f" < {shlex.quote(str(stdin))}"
+    if stdout is not None:
+        text += f" > {shlex.quote(str(stdout))}"
+    return _readable(text)
+
+
+def _default_sigint() -> None:
+    """In the child: take SIGINT's default action, even when the parent was started ignoring it.
+
+    A shell starts background jobs with SIGINT ignored, and Python then installs no
+    KeyboardInterrupt handler; the budget's SIGINT would go unnoticed.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+class _Budget:
+    """SIGINT when the budget runs out, SIGKILL when the grace period after it ends too."""
+
+    def __init__(self, proc: subprocess.Popen, budget_s: float | None, grace_s: float):
+        self.proc = proc
+        self.fired = False
+        self.timers = []
+        if budget_s is not None:
+            self.timers = [
+                threading.Timer(budget_s, self._send, (signal.SIGINT,)),
+                threading.Timer(budget_s + grace_s, self._send, (signal.SIGKILL,)),
+            ]
+        for timer in self.timers:
+            timer.daemon = True
+            timer.start()
+
+    def _send(self, sig: int) -> None:
+        self.fired = True
+        try:
+            os.kill(self.proc.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def cancel(self) -> None:
+        """Stop the timers once the child has exited."""
+        for timer in self.timers:
+            timer.cancel()
+
+
+def _wait(proc: subprocess.Popen, input_text: str | None) -> tuple[int, float]:
+    """Feed `input_text` to the child, reap it; its exit code and peak RSS in MiB."""
+    if input_text is not None:
+        proc.stdin.write(input_text.encode("utf-8"))
+        proc.stdin.close()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, usage.ru_maxrss / 1024  # ru_maxrss is in KiB on Linux
+
+
+def run(
+    cmd: list,
+    log: Path,
+    *,
+    extra_env: dict[str, str] | None = None,
+    stdin: Path | None = None,
+    stdout: Path | None = None,
+    input_text: str | None = None,
+    budget_s: float | None = None,
+    grace_s: float = 120.0,
+) -> ProcResult:
+    """Run `cmd` with stderr (and stdout unless redirected) into `log`; measure time and memory."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    text = shown(cmd, extra_env, stdin, stdout, input_text)
+    with ExitStack() as files:
+        log_file = files.enter_context(open(log, "a", encoding="utf-8"))
+        log_file.write(f"$ {text}\n")
+        log_file.flush()
+        out_file = files.enter_context(open(stdout, "wb")) if stdout else log_file
+        in_file = files.enter_context(open(stdin, "rb")) if stdin else None
+        started = time.perf_counter()
+        proc = subprocess.Popen(
+            [str(c) for c in cmd],
+            stdin=subprocess.PIPE if input_text is not None else in_file,
+            stdout=out_file,
+            stderr=log_file,
+            env=child_env(extra_env),
+            preexec_fn=_default_sigint,
+        )
+        budget = _Budget(proc, budget_s, grace_s)
+        returncode, max_rss_mib = _wait(proc, input_text)
+        seconds = time.perf_counter() - started
+        budget.cancel()
+        log_file.write(f"# exit {returncode} after {seconds:.1f} s\n")
+    return ProcResult(text, returncode, seconds, max_rss_mib, budget.fired)
+
+
+def check(result: ProcResult, what: str, log: Path) -> ProcResult:
+    """Raise with the log's name when a step failed."""
+    if result.returncode != 0 and not result.interrupted:
+        raise RuntimeError(f"{what} failed (exit {result.returncode}); see {log}")
+    return result
+
+
+def capture(cmd: list[str], extra_env: dict[str, str] | None = None) -> str:
+    """Run a short command and return its stripped stdout ('' when it fails)."""
+    try:
+        done = subprocess.run(
+            [str(c) for c in cmd],
+            capture_output=True,
+            text=True,
+            env=child_env(extra_env),
+            timeout=300,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""

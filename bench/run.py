@@ -1,0 +1,182 @@
+"""`make bench`: our speed, quality and memory side by side with OpenNMT-py and Joey NMT.
+
+Prepares Multi30k de→en once (one joint SentencePiece model for every system), installs the
+peers in their own environments, then measures training throughput and memory, translation
+speed, one-sentence latency and (not meaningful after minutes of training) BLEU, and writes
+bench/RESULTS.md and bench/results.json. Every step logs to bench/work/logs/.
+
+    .venv/bin/python bench/run.py [--systems nmt,nmt-fast] [--skip-install] [--bench-minutes 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import dataset
+import flops
+import install
+import machine
+import measure
+import procs
+import report
+import systems
+from layout import BENCH_DIR, DEFAULT_DATA, Layout
+from steps import Recorder
+from systems import SYSTEMS
+
+ALL_SYSTEMS = ",".join(SYSTEMS)
+
+
+def common_parser(description: str) -> argparse.ArgumentParser:
+    """The options `make bench` and `make bench-quality` share."""
+    parser = argparse.ArgumentParser(description=description)
+    add = parser.add_argument
+    add("--data", type=Path, default=DEFAULT_DATA, help="Multi30k folder (*.de.gz, *.en.gz)")
+    add("--systems", default=ALL_SYSTEMS, help=f"comma-separated subset of {ALL_SYSTEMS}")
+    add("--skip-install", action="store_true", help="use the peer environments as they are")
+    add("--test-sentences", type=int, default=0, help="translate only the first N (0: all)")
+    add("--vocab-size", type=int, default=8000, help="SentencePiece pieces (joint model)")
+    add("--work", type=Path, default=BENCH_DIR / "work", help="the git-ignored work folder")
+    add("--out", type=Path, default=BENCH_DIR, help="where the report files go")
+    return parser
+
+
+def check_systems(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Turn --systems into a list of known names, or stop with a usage error."""
+    args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    unknown = [s for s in args.systems if s not in SYSTEMS]
+    if unknown:
+        parser.error(f"unknown system(s) {', '.join(unknown)}; choose from {ALL_SYSTEMS}")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line of the speed benchmark."""
+    parser = common_parser(__doc__.split("\n\n")[0])
+    add = parser.add_argument
+    add("--bench-minutes", type=float, default=3.0, help="training-loop minutes per system")
+    add("--warmup-minutes", type=float, default=1.0, help="not measured (at most a third)")
+    add("--latency-runs", type=int, default=5, help="runs of the one-sentence latency")
+    args = parser.parse_args(argv)
+    check_systems(parser, args)
+    args.warmup_s = round(60 * min(args.warmup_minutes, args.bench_minutes / 3), 1)
+    return args
+
+
+def prepare(rec: Recorder, layout: Layout, args, commands: list[str]) -> dataset.TestSet | None:
+    """Install the peers that take part and prepare the shared data; None if that failed."""
+    peers = [SYSTEMS[name].kind for name in args.systems if not SYSTEMS[name].ours]
+    with rec.step("install peers"):
+        if args.skip_install:
+            install.check_installed(layout, peers)
+        else:
+            commands += install.install_peers(layout, peers)
+    with rec.step("prepare data"):
+        test = dataset.make(args.data, layout, args.vocab_size, args.test_sentences)
+        commands.append(procs.shown(dataset.prepare_command(args.data, layout, args.vocab_size)))
+        return test
+    return None
+
+
+class Bench:
+    """One speed benchmark run: its options, work folder, step recorder and results."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.layout = Layout(args.work.resolve())
+        self.layout.make()
+        options = {
+            key: getattr(args, key)
+            for key in (
+                "systems",
+                "bench_minutes",
+                "warmup_s",
+                "test_sentences",
+                "latency_runs",
+                "vocab_size",
+            )
+        }
+        options["data"] = str(args.data)
+        formulas = {name: arch.formula() for name, arch in flops.ARCHS.items()}
+        self.results = report.BenchResults(
+            machine.describe(), {}, options, None, flops.MATMUL_COMMAND, formulas
+        )
+        self.rec = Recorder(self.results.steps)
+        self.models: dict[str, Path] = {}
+
+    def measure_machine(self) -> None:
+        """Versions, the matmul rate and a bare `import torch`, all in this run."""
+        r, peers = self.results, [SYSTEMS[s].kind for s in self.args.systems if not SYSTEMS[s].ours]
+        with self.rec.step("versions"):
+            r.versions = machine.versions(self.layout, peers)
+        with self.rec.step("matmul rate"):
+            r.matmul_gflops = flops.matmul_gflops()
+        with self.rec.step("bare import torch"):
+            r.import_torch = measure.import_torch(self.layout, self.args.latency_runs)
+            r.commands.append(r.import_torch.command)
+
+    def train_all(self) -> None:
+        """Throughput runs, one system after the other; keeps the checkpoints they leave."""
+        for name in self.args.systems:
+            system = SYSTEMS[name]
+            with self.rec.step(f"train {name}"):
+                run = measure.train(
+                    self.layout,
+                    system,
+                    60 * self.args.bench_minutes,
+                    self.args.warmup_s,
+                    self.results.matmul_gflops or float("nan"),
+                )
+                self.results.training.append(run)
+                self.results.commands.append(run.command)
+                self.models[name] = systems.checkpoint(system, self.layout.models / f"speed-{name}")
+
+    def translate_all(self, test: dataset.TestSet) -> None:
+        """Greedy and beam 5 for every trained system; ours also with --quantize."""
+        for name, model in self.models.items():
+            system = SYSTEMS[name]
+            for quantize in (False, True) if system.ours else (False,):
+                for beam in (1, 5):
+                    label = f"translate {name} beam {beam}{' int8' if quantize else ''}"
+                    with self.rec.step(label):
+                        run = measure.translate(self.layout, system, model, test, beam, quantize)
+                        self.results.translation.append(run)
+                        self.results.commands.append(run.command)
+                        if run.returncode != 0:
+                            raise RuntimeError(f"{label} exited with {run.returncode}")
+
+    def latency_all(self, test: dataset.TestSet) -> None:
+        """The one-sentence latency of every trained system."""
+        for name, model in self.models.items():
+            with self.rec.step(f"latency {name}"):
+                run = measure.latency(
+                    self.layout, SYSTEMS[name], model, test, self.args.latency_runs
+                )
+                self.results.latency.append(run)
+                self.results.commands.append(run.command)
+
+    def run(self) -> int:
+        """Every step in order, then the report; non-zero if any step failed."""
+        started = time.perf_counter()
+        test = prepare(self.rec, self.layout, self.args, self.results.commands)
+        self.measure_machine()
+        if test is not None:
+            self.train_all()
+            self.translate_all(test)
+            self.latency_all(test)
+        self.results.goals = report.goals(self.results)
+        self.results.total_s = time.perf_counter() - started
+        md, js = report.write(self.results, self.args.out)
+        print(f"wrote {md} and {js} in {self.results.total_s / 60:.1f} min", file=sys.stderr)
+        return 1 if self.rec.failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the speed benchmark with the options in `argv`."""
+    return Bench(parse_args(argv)).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,213 @@
+"""The four systems and how to drive each: train, find the checkpoint, translate, read output.
+
+`onmt` (OpenNMT-py) and `joey` (Joey NMT) run in their own environments on pre-tokenized
+pieces; `nmt` (ours, data/configs/reference.toml) and `nmt-fast` (the same sizes with
+`--attention general --no-input-feed`, Luong style, so the decoder runs on the fused path)
+read raw text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import configs
+from dataset import TestSet
+from layout import BENCH_DIR, OUR_NMT, Layout
+
+STARTUP_S = 30.0  # allowance for a peer to start before its training loop runs
+NMT_FAST_FLAGS = ("--attention", "general", "--no-input-feed", "--decoder-style", "luong")
+SPECIAL_PIECES = {"<unk>", "<s>", "</s>", "<blank>", "<pad>"}
+LOG_EVERY = 5  # progress reports every 5 updates, for fine throughput windows
+NEVER = 1_000_000  # "validate every" for throughput runs: no validation inside the budget
+
+
+@dataclass
+class Command:
+    """One command line with its environment and redirections."""
+
+    argv: list
+    extra_env: dict[str, str] = field(default_factory=dict)
+    stdin: Path | None = None
+    stdout: Path | None = None
+    output: Path | None = None  # the file holding the translations
+    input_text: str | None = None
+
+
+@dataclass(frozen=True)
+class System:
+    """One benchmarked system: its name, kind of toolkit, label and FLOPs architecture."""
+
+    name: str
+    kind: str  # onmt, joey or nmt: log format and command family
+    label: str
+    arch: str  # key of flops.ARCHS
+    flags: tuple[str, ...] = ()  # extra `nmt train` flags
+
+    @property
+    def ours(self) -> bool:
+        """True for our own CLI, False for a peer toolkit."""
+        return self.kind == "nmt"
+
+
+SYSTEMS = {
+    "onmt": System("onmt", "onmt", "OpenNMT-py 3.5.1", "reference"),
+    "joey": System("joey", "joey", "Joey NMT 2.3.0", "reference"),
+    "nmt": System("nmt", "nmt", "nmt (reference.toml)", "reference"),
+    "nmt-fast": System(
+        "nmt-fast", "nmt", "nmt-fast (general, no input feed)", "fast", NMT_FAST_FLAGS
+    ),
+}
+
+
+def _python(layout: Layout, system: System) -> Path:
+    return layout.venv(system.kind) / "bin" / "python"
+
+
+def _peer_overrides(system: System, run_dir: Path, speed: bool) -> dict:
+    if system.kind == "onmt":
+        paths = {
+            "save_data": run_dir / "run",
+            "log_file": run_dir / "train.log",
+            "save_model": run_dir / "model",
+        }
+        timing = {"report_every": LOG_EVERY, "valid_steps": NEVER, "save_checkpoint_steps": NEVER}
+    else:
+        paths = {"training.model_dir": run_dir}
+        timing = {"training.logging_freq": LOG_EVERY, "training.validation_freq": NEVER}
+    return {**paths, **(timing if speed else {})}
+
+
+def _nmt_train(layout: Layout, system: System, run_dir: Path, seconds: float, speed: bool):
+    config = configs.nmt_config(
+        layout.configs / f"{run_dir.name}.toml",
+        {"log_every": LOG_EVERY, "valid_sentences": 100} if speed else {},
+    )
+    argv = [OUR_NMT, "train", layout.nmt_data, "-o", run_dir, "--config", config, "--force"]
+    argv += ["--max-time", f"{seconds:g}s", *system.flags]
+    return Command(argv + (["--valid-every", str(NEVER)] if speed else []))
+
+
+def train_command(
+    layout: Layout, system: System, run_dir: Path, seconds: float, speed: bool
+) -> Command:
+    """Train for `seconds` of loop time; `speed` sets fine logging and no validation."""
+    if system.ours:
+        return _nmt_train(layout, system, run_dir, seconds, speed)
+    config = configs.peer_config(
+        system.kind,
+        layout.peers,
+        layout.configs / f"{run_dir.name}.yaml",
+        _peer_overrides(system, run_dir, speed),
+    )
+    python = _python(layout, system)
+    if system.kind == "onmt":
+        return Command([python, BENCH_DIR / "onmt_train_sigint.py", "-config", config])
+    return Command([python, "-m", "joeynmt", "train", config, "--skip-test"])
+
+
+def train_log(system: System, run_dir: Path, stderr_log: Path) -> Path:
+    """The log whose progress reports give the throughput (OpenNMT-py's are on stderr)."""
+    if system.kind == "onmt":
+        return stderr_log
+    return run_dir / ("train.jsonl" if system.ours else "train.log")
+
+
+def _newest(paths: list[Path], pattern: str) -> Path:
+    numbered = [(int(m.group(1)), p) for p in paths if (m := re.search(pattern, p.name))]
+    if not numbered:
+        raise FileNotFoundError(
+            f"no checkpoint matching {pattern} in {paths[0].parent if paths else '?'}"
+        )
+    return max(numbered)[1]
+
+
+def checkpoint(system: System, run_dir: Path) -> Path:
+    """The checkpoint a training run left: the model directory for ours, the last save for peers."""
+    if system.ours:
+        return run_dir
+    pattern = r"^model_step_(\d+)\.pt$" if system.kind == "onmt" else r"^(\d+)\.ckpt$"
+    return _newest(sorted(run_dir.iterdir()), pattern)
+
+
+def translate_command(
+    layout: Layout,
+    system: System,
+    model: Path,
+    beam: int,
+    test: TestSet,
+    out: Path,
+    quantize: bool = False,
+) -> Command:
+    """Translate the test set with batch 64 and beam `beam` (1 = greedy) into `out`."""
+    if system.ours:
+        argv = [OUR_NMT, "translate", "-m", model, "-i", test.raw_src, "--beam", str(beam)]
+        argv += ["--batch-size", "64", *(["--quantize"] if quantize else [])]
+        return Command(argv, stdout=out, output=out)
+    if system.kind == "onmt":
+        return Command(
+            _onmt_translate(layout, model, beam, test.pieces_src, out),
+            extra_env=ONMT_ENV,
+            output=out,
+        )
+    config = _joey_translate_config(layout, model, beam)
+    argv = [_python(layout, system), "-m", "joeynmt", "translate", config]
+    return Command(argv, stdin=test.pieces_src, stdout=out, output=out)
+
+
+ONMT_ENV = {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}  # its checkpoints hold an argparse.Namespace
+
+
+ONMT_SEARCH = (
+    "-batch_size 64 -batch_type sents -max_length 100 -length_penalty wu -alpha 1.0 -gpu -1"
+)
+
+
+def _onmt_translate(layout: Layout, model: Path, beam: int, src: Path, out: Path) -> list:
+    """onmt_translate with the peers' search settings: GNMT length penalty 1.0, max length 100."""
+    binary = layout.venv("onmt") / "bin" / "onmt_translate"
+    argv = [binary, "-model", model, "-src", src, "-output", out, "-beam_size", str(beam)]
+    return argv + ONMT_SEARCH.split()
+
+
+def _joey_translate_config(layout: Layout, checkpoint_path: Path, beam: int) -> Path:
+    run_dir = checkpoint_path.parent
+    target = layout.configs / f"{run_dir.name}-translate-beam{beam}.yaml"
+    overrides = {
+        "training.model_dir": run_dir,
+        "testing.load_model": checkpoint_path,
+        "testing.beam_size": beam,
+        "testing.batch_size": 64,
+        "testing.batch_type": "sentence",
+    }
+    return configs.peer_config("joey", layout.peers, target, overrides)
+
+
+def latency_command(layout: Layout, system: System, model: Path, text: str, out: Path) -> Command:
+    """Translate one sentence given on stdin with beam 5, as a person would from the shell."""
+    line = text + "\n"
+    if system.ours:
+        return Command([OUR_NMT, "translate", "-m", model], stdout=out, output=out, input_text=line)
+    if system.kind == "onmt":
+        argv = _onmt_translate(layout, model, 5, Path("/dev/stdin"), out)
+        return Command(argv, extra_env=ONMT_ENV, output=out, input_text=line)
+    config = _joey_translate_config(layout, model, 5)
+    argv = [_python(layout, system), "-m", "joeynmt", "translate", config]
+    return Command(argv, stdout=out, output=out, input_text=line)
+
+
+def hypotheses(system: System, output: Path, spm_model: Path) -> list[str]:
+    """The translations as detokenized text: ours as written, the peers' pieces decoded."""
+    lines = output.read_text(encoding="utf-8").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if system.ours:
+        return lines
+    import sentencepiece
+
+    processor = sentencepiece.SentencePieceProcessor(model_file=str(spm_model))
+    return [
+        processor.decode_pieces([p for p in line.split(" ") if p and p not in SPECIAL_PIECES])
+        for line in lines
+    ]
