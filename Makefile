@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 TORCH_CPU := torch==2.13.0
 DEMO_DIR := runs/demo
 
-.PHONY: install demo test test-all lint bench bench-quality clean
+.PHONY: install demo test test-all lint bench bench-quality reproduce clean
 
 install: $(STAMP)
 
@@ -40,6 +40,13 @@ bench: install
 # Test BLEU of every system after the same 20-minute training budget (about 1h30); bench/QUALITY.md.
 bench-quality: install
 	$(PY) bench/quality.py $(BENCH_ARGS)
+
+# Attention vs the plain Seq2Seq by source length: docs/attention-vs-length.md (+ charts).
+REPRODUCE_MINUTES ?= 20
+reproduce: install
+	$(PY) -m pip install -q "matplotlib>=3.7"
+	$(PY) scripts/reproduce_attention.py --corpus multi30k --minutes $(REPRODUCE_MINUTES)
+	$(PY) scripts/reproduce_attention.py --corpus demo --minutes 4
 
 clean:
 	rm -rf runs .pytest_cache .ruff_cache
