@@ -90,8 +90,7 @@ def test_align_names_the_invalid_utf8_line_before_printing(tmp_path, pair, toy_m
 
 @pytest.mark.parametrize("mode", [[], ["--json"], ["--align"]])
 def test_translate_writes_every_line_before_the_invalid_one(toy_model_dir, mode):
-    args = ("--beam", "1", "--batch-size", "1", *mode)  # batch size: see the xfail below
-    result = invoke("translate", "-m", toy_model_dir, *args, input=BAD_LINE_3)
+    result = invoke("translate", "-m", toy_model_dir, "--beam", "1", *mode, input=BAD_LINE_3)
     assert_refused(result, 2, "<stdin> line 3", "--on-invalid replace")
     assert result.stdout.count("\n") == 2  # lines 1 and 2, exactly: nothing lost, nothing extra
 
@@ -184,9 +183,7 @@ def test_translate_output_is_the_same_with_crlf_or_bom(tmp_path, toy_model_dir, 
         for p in (plain, odd)
     ]
     assert outs[0].stdout == outs[1].stdout and outs[1].stdout.count("\n") == len(SRC)
-    # --batch-size 1: see test_translate_json_and_align_on_lines_of_different_lengths
-    as_json = _ok(invoke("translate", "-m", toy_model_dir, "--beam", "1", "--json",
-                         "--batch-size", "1", "--input", odd))  # fmt: skip
+    as_json = _ok(invoke("translate", "-m", toy_model_dir, "--beam", "1", "--json", "--input", odd))
     assert [json.loads(line)["source"] for line in as_json.stdout.splitlines()] == SRC
 
 
@@ -246,7 +243,7 @@ def test_prepare_drops_a_100k_character_line_as_too_long(tmp_path):
 @pytest.mark.parametrize("long_line", [LONG_WORDS, LONG_TOKEN], ids=["words", "one-token"])
 def test_translate_cuts_a_100k_character_line_and_keeps_the_others(toy_model_dir, long_line):
     text = f"apple river\n{long_line}\nsun\n"
-    args = ("--beam", "1", "--json", "--batch-size", "1")
+    args = ("--beam", "1", "--json")
     result = _ok(invoke("translate", "-m", toy_model_dir, *args, input=text))
     records = [json.loads(line) for line in result.stdout.splitlines()]
     assert [r["source"] for r in records] == ["apple river", long_line, "sun"]
@@ -260,6 +257,9 @@ def test_translate_json_and_align_on_lines_of_different_lengths(toy_model_dir, m
     result = invoke("translate", "-m", toy_model_dir, "--beam", "1", mode, input=text)
     assert_no_traceback(result)
     assert result.exit_code == 0 and result.stdout.count("\n") == 3
+    if mode == "--json":  # each line's attention covers its own source pieces, not the batch's
+        for record in map(json.loads, result.stdout.splitlines()):
+            assert {len(row) for row in record["attention"]} == {len(record["src_pieces"])}
 
 
 def test_eval_scores_100k_character_lines(tmp_path):

@@ -90,7 +90,7 @@ def _argv(template: list[str], files: dict[str, Path], bad: Path) -> list:
 
 @pytest.mark.parametrize("kind", ["missing", "empty", "directory", "unreadable"])
 @pytest.mark.parametrize(("case", "template"), FILE_SLOTS, ids=[c for c, _ in FILE_SLOTS])
-def test_bad_file_is_refused_with_one_line(case, template, kind, files, tmp_path, request):
+def test_bad_file_is_refused_with_one_line(case, template, kind, files, tmp_path):
     bad = _bad_path(tmp_path, kind)
     if kind == "empty" and case in EMPTY_IS_FINE:
         if case == "train --config":
