@@ -163,12 +163,13 @@ def test_config_file_with_an_absurd_or_malformed_value(toy_data_dir, tmp_path, t
     ],
     ids=["decay nan", "decay 5", "min_lr -1", "clip nan"],
 )
-def test_config_file_with_an_unchecked_value(toy_data_dir, tmp_path, toml, named):
+def test_config_file_with_an_out_of_range_schedule_value(toy_data_dir, tmp_path, toml, named):
     config = tmp_path / "c.toml"
     config.write_text(toml)
     small = ("--max-steps", "1", "--emb-size", "8", "--hidden-size", "8", "--valid-every", "1")
     result = invoke("train", toy_data_dir, "-o", tmp_path / "model", "--config", config, *small)
     assert_refused(result, 2, named)
+    assert not (tmp_path / "model").exists()
 
 
 @pytest.mark.parametrize(
