@@ -14,12 +14,14 @@ SHARED = TESTS.parent.parent / "shared"
 WORDS = "apple river stone cloud green quick small house light water bird tree night sun".split()
 
 
-def write_toy_corpus(directory: Path, n: int = 400, seed: int = 0) -> tuple[Path, Path]:
-    """Source sentences of 2–8 words and their reversed, upper-cased targets."""
+def write_toy_corpus(
+    directory: Path, n: int = 400, seed: int = 0, lengths: tuple[int, int] = (2, 8)
+) -> tuple[Path, Path]:
+    """Source sentences of 2–8 words (or `lengths`) and their reversed, upper-cased targets."""
     rng = random.Random(seed)
     src_lines, tgt_lines = [], []
     for _ in range(n):
-        words = [rng.choice(WORDS) for _ in range(rng.randint(2, 8))]
+        words = [rng.choice(WORDS) for _ in range(rng.randint(*lengths))]
         src_lines.append(" ".join(words))
         tgt_lines.append(" ".join(w.upper() for w in reversed(words)))
     directory.mkdir(parents=True, exist_ok=True)
