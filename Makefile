@@ -14,8 +14,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# Take the CPU build of torch when none is present; leave an existing torch alone.
-	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q $(TORCH_CPU) \
-		--extra-index-url https://download.pytorch.org/whl/cpu
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q $(TORCH_CPU)
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
