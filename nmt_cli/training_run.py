@@ -32,9 +32,10 @@ def _prepare_model_dir(output: Path, resume: bool, force: bool) -> None:
             f"nothing to resume in {output}: {checkpoint.LAST_FILE} is missing; drop --resume"
         )
     if has_model and not resume and not force:
-        raise NmtError(
-            f"{output} already holds a model: add --resume to continue it or --force to start afresh"
-        )
+        hint = "add --resume to continue it or --force to start afresh"
+        if not (output / checkpoint.LAST_FILE).exists():
+            hint = "add --force to start afresh (it has no checkpoints/last.pt to resume)"
+        raise NmtError(f"{output} already holds a model: {hint}")
     output.mkdir(parents=True, exist_ok=True)
 
 

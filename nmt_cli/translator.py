@@ -268,8 +268,9 @@ def build_model(payload: dict, path: Path) -> tuple[Seq2Seq, Config]:
         model = Seq2Seq(config.model)
         model.load_state_dict(payload["weights"])
     except (KeyError, TypeError, RuntimeError, ConfigError) as exc:
+        reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
         raise ArtifactError(
-            f"{path} does not hold a usable nmt model ({type(exc).__name__}): retrain it"
+            f"{path} does not hold a usable nmt model ({reason}): retrain it"
         ) from None
     return model, config
 
