@@ -141,9 +141,9 @@ def validate(config: Config) -> Config:
         m.decoder_style in DECODER_STYLES,
         f"--decoder-style must be one of {', '.join(DECODER_STYLES)}, got {m.decoder_style!r}",
     )
-    for name in ("emb_size", "hidden_size", "layers"):
+    for name, top in (("emb_size", 4096), ("hidden_size", 4096), ("layers", 16)):
         value = getattr(m, name)
-        _require(1 <= value <= 8192, f"--{name.replace('_', '-')} must be in 1..8192, got {value}")
+        _require(1 <= value <= top, f"--{name.replace('_', '-')} must be in 1..{top}, got {value}")
     _require(0.0 <= m.dropout < 1.0, f"--dropout must be in [0, 1), got {m.dropout}")
     _require(
         0.0 <= t.label_smoothing < 1.0,

@@ -265,14 +265,30 @@ def build_model(payload: dict, path: Path) -> tuple[Seq2Seq, Config]:
     """Rebuild the model from the configuration stored inside the checkpoint."""
     try:
         config = Config.from_dict(payload["config"], str(path))
-        model = Seq2Seq(config.model)
-        model.load_state_dict(payload["weights"])
+        with torch.device("meta"):  # no memory until the weights are known to fit the config
+            model = Seq2Seq(config.model)
+        _check_shapes(model, payload["weights"], path)
+        model.load_state_dict(payload["weights"], assign=True)
     except (KeyError, TypeError, RuntimeError, ConfigError) as exc:
         reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
         raise ArtifactError(
             f"{path} does not hold a usable nmt model ({reason}): retrain it"
         ) from None
     return model, config
+
+
+def _check_shapes(model: Seq2Seq, weights: dict, path: Path) -> None:
+    """Refuse weights whose names or shapes differ from what the stored config builds."""
+    expected = {name: tuple(t.shape) for name, t in model.state_dict().items()}
+    given = {name: tuple(getattr(t, "shape", ())) for name, t in weights.items()}
+    if expected != given:
+        wrong = sorted(set(expected) ^ set(given)) or sorted(
+            n for n in expected if expected[n] != given.get(n)
+        )
+        raise ArtifactError(
+            f"{path}: the weights do not fit the stored configuration (first mismatch: "
+            f"{wrong[0]}); the file is damaged or was edited: retrain or restore it"
+        )
 
 
 def quantize_model(model: Seq2Seq) -> Seq2Seq:
