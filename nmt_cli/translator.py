@@ -293,8 +293,12 @@ def _check_shapes(model: Seq2Seq, weights: dict, path: Path) -> None:
 
 def quantize_model(model: Seq2Seq) -> Seq2Seq:
     """int8 dynamic quantization of the linear and recurrent layers (CPU inference only)."""
+    import warnings
+
     from torch.ao.quantization import quantize_dynamic
 
-    return quantize_dynamic(
-        model, {torch.nn.Linear, torch.nn.GRU, torch.nn.LSTM}, dtype=torch.qint8
-    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's deprecation notices are not the user's concern
+        return quantize_dynamic(
+            model, {torch.nn.Linear, torch.nn.GRU, torch.nn.LSTM}, dtype=torch.qint8
+        )
