@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The whole workflow on the embedded English→Chinese demo corpus (data/demo/, synthetic):
 # prepare → train → translate → eval → align. Usage: data/demo.sh [OUTPUT_DIR] (default runs/demo).
-# DEMO_TIME sets the training budget (default 4m).
+# DEMO_TIME sets the training budget (default 5m).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-runs/demo}
 nmt=${NMT:-.venv/bin/nmt}
 demo=data/demo
-budget=${DEMO_TIME:-4m}
+budget=${DEMO_TIME:-5m}
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
 
