@@ -117,7 +117,7 @@ def _check_png(png: Path) -> None:
             f"cannot write {png}: the folder {png.parent} does not exist; create it or "
             "choose another path"
         )
-    check_plot_path(png)
+    check_plot_path(png, "--png")
 
 
 def _check_options(options) -> None:

@@ -23,7 +23,9 @@ def save_heatmap_png(
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise ConfigError("--png needs matplotlib: pip install 'nmt-cli[plot]'") from None
+        raise ConfigError(
+            "--png needs matplotlib: add it with pip install 'nmt-cli[plot]'"
+        ) from None
     from nmt_cli import atomic
 
     plt.rcParams["font.sans-serif"] = ["Noto Sans CJK SC", "WenQuanYi Zen Hei", "DejaVu Sans"]

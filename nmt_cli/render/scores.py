@@ -134,20 +134,20 @@ def report_json(report: EvalReport, files: dict[str, object]) -> str:
 # Pictures (matplotlib, optional) ----------------------------------------------------------
 
 
-def require_matplotlib() -> None:
+def require_matplotlib(option: str = "--plot") -> None:
     """Raise ConfigError with the install command when the optional plotting extra is missing."""
     try:
         import matplotlib  # noqa: F401
     except ImportError as exc:
         raise ConfigError(
-            "--plot needs matplotlib, which is not installed: "
+            f"{option} needs matplotlib, which is not installed: add it with "
             "pip install 'nmt-cli[plot]' (or pip install matplotlib)"
         ) from exc
 
 
-def check_plot_path(path: str | os.PathLike) -> None:
+def check_plot_path(path: str | os.PathLike, option: str = "--plot") -> None:
     """Raise an NmtError before any work when the picture cannot be written where asked."""
-    require_matplotlib()
+    require_matplotlib(option)
     from matplotlib.figure import Figure
 
     path = Path(path)
