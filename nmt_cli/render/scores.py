@@ -134,6 +134,9 @@ def report_json(report: EvalReport, files: dict[str, object]) -> str:
 # Pictures (matplotlib, optional) ----------------------------------------------------------
 
 
+PICTURE_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg", "eps", "ps", "tif", "tiff", "webp")
+
+
 def require_matplotlib(option: str = "--plot") -> None:
     """Raise ConfigError with the install command when the optional plotting extra is missing."""
     try:
@@ -147,20 +150,17 @@ def require_matplotlib(option: str = "--plot") -> None:
 
 def check_plot_path(path: str | os.PathLike, option: str = "--plot") -> None:
     """Raise an NmtError before any work when the picture cannot be written where asked."""
-    require_matplotlib(option)
-    from matplotlib.figure import Figure
-
     path = Path(path)
-    formats = Figure().canvas.get_supported_filetypes()
-    if path.suffix.lstrip(".").lower() not in formats:
+    if path.suffix.lstrip(".").lower() not in PICTURE_FORMATS:
         raise InputError(
             f"cannot draw {path}: end the name with one of "
-            f"{', '.join('.' + name for name in sorted(formats))}"
+            f"{', '.join('.' + name for name in PICTURE_FORMATS)}"
         )
     if path.is_dir():
         raise InputError(f"{path} is a directory: give a file name such as bleu_by_length.png")
     if not path.parent.is_dir():
         raise InputError(f"cannot write {path}: the folder {path.parent} does not exist")
+    require_matplotlib(option)
 
 
 def save_length_plot(buckets: list[BucketScore], unit: str, path: str | os.PathLike) -> None:
