@@ -1,0 +1,60 @@
+"""CUDA: training with mixed precision and translation on the GPU (skipped without a GPU)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from cli_runner import invoke
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+def test_train_and_translate_on_cuda(toy_data_dir, tmp_path):
+    model = tmp_path / "gpu-model"
+    result = invoke(
+        "train",
+        toy_data_dir,
+        "-o",
+        model,
+        "--device",
+        "cuda",
+        "--emb-size",
+        "32",
+        "--hidden-size",
+        "32",
+        "--max-steps",
+        "30",
+        "--valid-every",
+        "15",
+        "--batch-tokens",
+        "400",
+        "--lr",
+        "0.003",
+    )
+    assert result.exit_code == 0, result.output
+    meta = json.loads((model / "meta.json").read_text())
+    assert meta["device"].startswith("cuda")
+    events = [json.loads(line) for line in (model / "train.jsonl").read_text().splitlines()]
+    losses = [e["loss"] for e in events if e["event"] == "train"]
+    assert losses and all(loss == loss for loss in losses)  # finite under autocast
+    out = invoke(
+        "translate",
+        "-m",
+        model,
+        "--device",
+        "cuda",
+        "--beam",
+        "3",
+        input="apple river\n\nstone cloud green\n",
+    )
+    assert out.exit_code == 0 and out.stdout.count("\n") == 3
+
+
+def test_cuda_and_cpu_greedy_agree_on_a_float32_model(toy_model_dir):
+    text = "apple river stone\ngreen bird sun\n"
+    cpu = invoke("translate", "-m", toy_model_dir, "--device", "cpu", "--beam", "1", input=text)
+    gpu = invoke("translate", "-m", toy_model_dir, "--device", "cuda", "--beam", "1", input=text)
+    assert cpu.exit_code == gpu.exit_code == 0
+    assert cpu.stdout.count("\n") == gpu.stdout.count("\n") == 2
