@@ -10,21 +10,24 @@ is passed back in explicitly at every step.
 
 from __future__ import annotations
 
+import abc
+
 import torch
 from torch import nn
 
 from nmt_cli.errors import ConfigError
 
 
-class Attention(nn.Module):
+class Attention(nn.Module, abc.ABC):
     """Shared part: masked softmax over source positions and the context vector."""
 
     def project_keys(self, memory: torch.Tensor) -> torch.Tensor:
         """Keys for every source position (B, S, K), computed once per batch."""
         return memory
 
+    @abc.abstractmethod
     def score(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError  # each subclass defines its score function
+        """Scores (B, T, S) of queries (B, T, D) against keys (B, S, K)."""
 
     def forward(
         self, query: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor
