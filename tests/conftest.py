@@ -18,8 +18,21 @@ def toy_data_dir(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("toy")
     src, tgt = write_toy_corpus(root)
     out = root / "data"
-    result = invoke("prepare", "--src", src, "--tgt", tgt, "--dev-size", "40", "--test-size", "40",
-                    "--vocab-size", "60", "-o", out)
+    result = invoke(
+        "prepare",
+        "--src",
+        src,
+        "--tgt",
+        tgt,
+        "--dev-size",
+        "40",
+        "--test-size",
+        "40",
+        "--vocab-size",
+        "60",
+        "-o",
+        out,
+    )
     assert result.exit_code == 0, result.output
     return out
 
@@ -27,8 +40,25 @@ def toy_data_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def toy_model_dir(toy_data_dir, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("toy-model") / "model"
-    result = invoke("train", toy_data_dir, "-o", out, "--emb-size", "32", "--hidden-size", "32",
-                    "--max-steps", "60", "--valid-every", "30", "--batch-tokens", "400",
-                    "--lr", "0.01", "--threads", "1")
+    result = invoke(
+        "train",
+        toy_data_dir,
+        "-o",
+        out,
+        "--emb-size",
+        "32",
+        "--hidden-size",
+        "32",
+        "--max-steps",
+        "60",
+        "--valid-every",
+        "30",
+        "--batch-tokens",
+        "400",
+        "--lr",
+        "0.01",
+        "--threads",
+        "1",
+    )
     assert result.exit_code == 0, result.output
     return out

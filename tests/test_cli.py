@@ -20,20 +20,31 @@ def test_every_command_has_help(command):
 
 
 def test_help_does_not_import_heavy_libraries():
-    code = ("import sys; from nmt_cli.cli.app import app; "
-            "print(sorted(m for m in ('torch', 'sentencepiece', 'sacrebleu') if m in sys.modules))")
+    code = (
+        "import sys; from nmt_cli.cli.app import app; "
+        "print(sorted(m for m in ('torch', 'sentencepiece', 'sacrebleu') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 
 def test_python_dash_m_entry_point():
-    out = subprocess.run([sys.executable, "-m", "nmt_cli", "--version"], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "nmt_cli", "--version"], capture_output=True, text=True
+    )
     assert out.returncode == 0 and out.stdout.startswith("nmt ")
 
 
 def test_training_wrote_a_self_contained_model_dir(toy_model_dir):
     names = {p.name for p in toy_model_dir.iterdir()}
-    assert {"model.pt", "config.json", "meta.json", "src.model", "tgt.model", "train.jsonl"} <= names
+    assert {
+        "model.pt",
+        "config.json",
+        "meta.json",
+        "src.model",
+        "tgt.model",
+        "train.jsonl",
+    } <= names
     meta = json.loads((toy_model_dir / "meta.json").read_text())
     assert meta["step"] > 0 and len(meta["data_fingerprint"]) > 4
     events = [json.loads(line) for line in (toy_model_dir / "train.jsonl").read_text().splitlines()]
@@ -79,15 +90,20 @@ def test_invalid_utf8_names_the_line(toy_model_dir):
 
 
 def test_invalid_utf8_replaced_on_request(toy_model_dir):
-    result = invoke("translate", "-m", toy_model_dir, "--on-invalid", "replace", input=b"apple\n\xff bad\n")
+    result = invoke(
+        "translate", "-m", toy_model_dir, "--on-invalid", "replace", input=b"apple\n\xff bad\n"
+    )
     assert result.exit_code == 0 and result.stdout.count("\n") == 2
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--beam", "0"], "--beam"),
-    (["--nbest", "9", "--beam", "2"], "--nbest"),
-    (["--batch-size", "0"], "--batch-size"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--beam", "0"], "--beam"),
+        (["--nbest", "9", "--beam", "2"], "--nbest"),
+        (["--batch-size", "0"], "--batch-size"),
+    ],
+)
 def test_translate_bad_options(toy_model_dir, args, message):
     result = invoke("translate", "-m", toy_model_dir, *args, input="apple\n")
     assert result.exit_code == 2 and message in result.stderr
@@ -120,11 +136,14 @@ def test_train_refuses_existing_model_without_resume(toy_data_dir, toy_model_dir
     assert result.exit_code == 1 and "--resume" in result.stderr
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--attention", "bogus"], "--attention"),
-    (["--hidden-size", "-3"], "--hidden-size"),
-    (["--max-time", "soon"], "--max-time"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--attention", "bogus"], "--attention"),
+        (["--hidden-size", "-3"], "--hidden-size"),
+        (["--max-time", "soon"], "--max-time"),
+    ],
+)
 def test_train_bad_option_values(toy_data_dir, tmp_path, args, message):
     result = invoke("train", toy_data_dir, "-o", tmp_path / "m", *args)
     assert result.exit_code == 2 and message in result.stderr
@@ -135,4 +154,6 @@ def test_train_unknown_config_key_lists_valid_ones(toy_data_dir, tmp_path):
     config = tmp_path / "c.toml"
     config.write_text("[model]\nhiden_size = 3\n")
     result = invoke("train", toy_data_dir, "-o", tmp_path / "m", "--config", config)
-    assert result.exit_code == 2 and "hiden_size" in result.stderr and "hidden_size" in result.stderr
+    assert (
+        result.exit_code == 2 and "hiden_size" in result.stderr and "hidden_size" in result.stderr
+    )
