@@ -181,14 +181,25 @@ class Translator:
         with_attention: bool = False,
     ) -> list[Translation]:
         encoded = [self._encode_source(line) for line in lines]
-        todo = [i for i, (ids, _) in enumerate(encoded) if len(ids)]
-        nbests = decode_ids(self.model, [encoded[i][0] for i in todo], self.device, options)
+        # A source repeated within the chunk is decoded once: the search does not depend on
+        # the batch it runs in, so every copy gets the same translation.
+        slot: dict[bytes, int] = {}
+        unique: list[np.ndarray] = []
+        todo: list[tuple[int, int]] = []
+        for i, (ids, _) in enumerate(encoded):
+            if len(ids):
+                key = ids.tobytes()
+                if key not in slot:
+                    slot[key] = len(unique)
+                    unique.append(ids)
+                todo.append((i, slot[key]))
+        nbests = decode_ids(self.model, unique, self.device, options)
         results = [
             Translation(source=line, text="", truncated=encoded[i][1])
             for i, line in enumerate(lines)
         ]
-        for i, nbest in zip(todo, nbests, strict=True):
-            results[i] = self._finish(lines[i], encoded[i], nbest, replace_unk, with_attention)
+        for i, k in todo:
+            results[i] = self._finish(lines[i], encoded[i], nbests[k], replace_unk, with_attention)
         return results
 
     def _encode_source(self, line: str) -> tuple[np.ndarray, bool]:

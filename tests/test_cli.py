@@ -62,10 +62,34 @@ def test_translate_keeps_one_line_per_input_line(toy_model_dir):
 
 
 def test_translate_batch_size_does_not_change_output(toy_model_dir):
-    text = "\n".join(["apple river stone", "green bird", "water tree night sun light", "sun"] * 5)
+    words = ["apple", "river", "stone", "green", "bird", "water", "tree", "night", "sun"]
+    text = "\n".join(" ".join(words[k % 9 : k % 9 + 1 + k % 5]) for k in range(20))
+    assert len(set(text.split("\n"))) == 20  # distinct lines: each is decoded in its batch
     one = invoke("translate", "-m", toy_model_dir, "--batch-size", "1", input=text)
     many = invoke("translate", "-m", toy_model_dir, "--batch-size", "64", input=text)
     assert one.exit_code == 0 and one.stdout == many.stdout
+
+
+def test_repeated_lines_are_decoded_once_per_chunk(toy_model_dir, monkeypatch):
+    import nmt_cli.translator as translator_module
+    from nmt_cli.translator import SearchOptions, Translator
+
+    translator = Translator.load(toy_model_dir)
+    options = SearchOptions(beam_size=2)
+    lines = ["apple river", "green bird", "apple river", "", " apple river ", "green bird"]
+    alone = {line: translator.translate_chunk([line], options)[0].text for line in set(lines)}
+    decoded = []
+    real = translator_module.decode_ids
+
+    def counting(model, sources, *args, **kwargs):
+        decoded.append(len(sources))
+        return real(model, sources, *args, **kwargs)
+
+    monkeypatch.setattr(translator_module, "decode_ids", counting)
+    results = translator.translate_chunk(lines, options)
+    assert decoded == [2]  # "apple river" (stripped copies too) and "green bird"
+    assert [r.text for r in results] == [alone[line] for line in lines]
+    assert [r.source for r in results] == lines
 
 
 def test_beam_one_equals_greedy_output(toy_model_dir):
