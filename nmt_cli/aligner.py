@@ -55,7 +55,7 @@ def _directional(translator, source: str, target: str, options: AlignOptions):
     words = merge_to_words(
         attention, src_pieces, tgt_pieces, options.unit, drop_eos=not options.include_eos
     )
-    return words, extract_links(words.weights, options.method, options.threshold)
+    return words, words.without_eos(extract_links(words.weights, options.method, options.threshold))
 
 
 def align_pair(

@@ -42,6 +42,15 @@ class WordAttention:
     weights: np.ndarray
     src_words: list[str]
     tgt_words: list[str]
+    eos_src: bool = False  # the last source unit is the pseudo-word </s>
+    eos_tgt: bool = False  # the last target unit is the pseudo-word </s>
+
+    def without_eos(self, links: Iterable[Link]) -> set[Link]:
+        """Links to or from the pseudo-word </s> removed: EOS acts as the NULL word, and a word
+        whose strongest weight is on it stays unaligned."""
+        n_src = len(self.src_words) - self.eos_src
+        n_tgt = len(self.tgt_words) - self.eos_tgt
+        return {(i, j) for i, j in links if i < n_src and j < n_tgt}
 
 
 @dataclass(frozen=True)
@@ -112,7 +121,13 @@ def merge_to_words(
     src_share = _renormalise(src_members.T)  # (S_pieces, S_units): a piece's weight is shared
     tgt_mean = _renormalise(tgt_members)  # (T_units, T_pieces): a unit's row is a mean
     weights = tgt_mean @ attention @ src_share  # (T_units, S_units)
-    return WordAttention(weights=weights, src_words=src_names, tgt_words=tgt_names)
+    return WordAttention(
+        weights=weights,
+        src_words=src_names,
+        tgt_words=tgt_names,
+        eos_src=eos_col and not drop_eos,
+        eos_tgt=eos_row and not drop_eos,
+    )
 
 
 def _eos_layout(attention: np.ndarray, n_tgt: int, n_src: int) -> tuple[bool, bool]:

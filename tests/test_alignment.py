@@ -282,3 +282,21 @@ def test_scoring_needs_one_gold_alignment_per_prediction():
 def test_naacl_sentence_numbers_count_from_one():
     with pytest.raises(InputError, match="line 1.*counted from 1"):
         read_gold(["0 1 1 S"])
+
+
+def test_words_drawn_to_eos_stay_unaligned_when_eos_is_kept():
+    src, tgt = ["▁a", "▁b"], ["▁x", "▁y"]
+    attention = np.array(
+        [
+            [0.7, 0.2, 0.1],  # x: mostly a
+            [0.1, 0.2, 0.7],  # y: mostly the source EOS
+            [0.1, 0.8, 0.1],  # the target EOS step
+        ]
+    )
+    words = merge_to_words(attention, src, tgt, drop_eos=False)
+    assert words.src_words == ["a", "b", "</s>"] and words.tgt_words == ["x", "y", "</s>"]
+    links = extract_links(words.weights, "argmax")
+    assert links == {(0, 0), (2, 1), (1, 2)}
+    assert words.without_eos(links) == {(0, 0)}
+    dropped = merge_to_words(attention, src, tgt, drop_eos=True)
+    assert dropped.without_eos(extract_links(dropped.weights, "argmax")) == {(0, 0), (1, 1)}

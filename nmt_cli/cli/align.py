@@ -45,7 +45,10 @@ def align(
         0, help="Align target word t with the attention of step t+SHIFT.", rich_help_panel=_EXTRACT
     ),
     include_eos: bool = typer.Option(
-        False, "--include-eos", help="Keep end-of-sentence as a word.", rich_help_panel=_EXTRACT
+        False,
+        "--include-eos",
+        help="Keep end-of-sentence as a word (a word drawn to it stays unaligned).",
+        rich_help_panel=_EXTRACT,
     ),
     view: str = typer.Option(
         "auto",
@@ -69,13 +72,14 @@ def align(
     ),
     beam: int = typer.Option(5, help="Beam size when translating source-only input."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
+    threads: int = typer.Option(0, help="CPU threads (0: torch default)."),
 ) -> None:
     """Word alignments from attention: heatmaps, Pharaoh links, AER against gold."""
     import sys
 
     from nmt_cli.aligner import AlignOptions
     from nmt_cli.cli.align_output import AlignOutput
-    from nmt_cli.cli.options import check_device
+    from nmt_cli.cli.options import check_device, check_threads
     from nmt_cli.errors import ConfigError
     from nmt_cli.translator import SearchOptions, Translator
 
@@ -92,10 +96,11 @@ def align(
     _check_options(options)
     search = SearchOptions(beam_size=beam).check()
     check_device(device)
+    check_threads(threads)
     if png is not None:
         _check_png(png)
     pair_files = _checked_pair_files(src, tgt, tsv, input)
-    translator = Translator.load(model, device=device)
+    translator = Translator.load(model, device=device, threads=threads)
     reverse = Translator.load(reverse_model, device=device) if reverse_model else None
     if view == "auto":
         view = "heatmap" if sys.stdout.isatty() and not json_output else "none"
