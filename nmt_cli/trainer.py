@@ -148,6 +148,7 @@ class Trainer:
         self._load_training_data()
         self._tgt_tokenizer = None
         self._bad_losses = 0
+        self.global_tokens = 0  # target tokens of the last update, summed over ranks
 
     # -- data -------------------------------------------------------------------------------
     def _load_training_data(self) -> None:
@@ -195,6 +196,7 @@ class Trainer:
         self.objective.train()
         batch = batch.to(self.device)
         (global_tokens,) = sum_values([float(batch.n_tokens)], self.ranks, self.device)
+        self.global_tokens = int(global_tokens)  # target tokens of this update, all ranks
         with self.autocast:
             loss_sum, _ = self.objective(batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_out)
         # DDP averages gradients over ranks; scaling by world/global tokens makes the result
@@ -262,8 +264,8 @@ class Trainer:
                 self.progress.train_seconds = clock.total()
                 if loss is not None:
                     self.progress.step += 1
-                    self.progress.tokens_seen += batch.n_tokens * self.ranks.world
-                    window.add(loss, batch.n_tokens * self.ranks.world)
+                    self.progress.tokens_seen += self.global_tokens
+                    window.add(loss, self.global_tokens)
                     if self.progress.step % t.log_every == 0:
                         self._report(window, lr, len(batches), clock)
                     if self.progress.step % t.valid_every == 0:
