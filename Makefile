@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 TORCH_CPU := torch==2.13.0
 DEMO_DIR := runs/demo
 
-.PHONY: install demo test test-all lint bench bench-quality reproduce clean
+.PHONY: install demo test test-all lint bench bench-quality bench-translate reproduce clean
 
 install: $(STAMP)
 
@@ -41,11 +41,17 @@ bench-quality: install
 	$(PY) bench/quality.py $(BENCH_ARGS)
 
 # Attention vs the plain Seq2Seq by source length: docs/attention-vs-length.md (+ charts).
-REPRODUCE_MINUTES ?= 20
+REPRODUCE_MINUTES ?= 15
 reproduce: install
 	$(PY) -m pip install -q "matplotlib>=3.7"
 	$(PY) scripts/reproduce_attention.py --corpus multi30k --minutes $(REPRODUCE_MINUTES)
-	$(PY) scripts/reproduce_attention.py --corpus demo --minutes 4
+	$(PY) scripts/reproduce_attention.py --corpus demo --minutes 5
 
 clean:
 	rm -rf runs .pytest_cache .ruff_cache
+
+# nmt translate on a trained model: sent/s (greedy/beam 5 × batch 1/64 × int8), one-sentence
+# latency beside a bare `import torch`, streaming memory; bench/TRANSLATE.md. MODEL=<model dir>.
+MODEL ?= runs/m30k-ref
+bench-translate: install
+	$(PY) bench/translate_speed.py --model $(MODEL) $(BENCH_ARGS)

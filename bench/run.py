@@ -137,6 +137,8 @@ class Bench:
         """Greedy and beam 5 for every trained system; ours also with --quantize."""
         for name, model in self.models.items():
             system = SYSTEMS[name]
+            if system.train_only:
+                continue
             for quantize in (False, True) if system.ours else (False,):
                 for beam in (1, 5):
                     label = f"translate {name} beam {beam}{' int8' if quantize else ''}"
@@ -150,6 +152,8 @@ class Bench:
     def latency_all(self, test: dataset.TestSet) -> None:
         """The one-sentence latency of every trained system."""
         for name, model in self.models.items():
+            if SYSTEMS[name].train_only:
+                continue
             with self.rec.step(f"latency {name}"):
                 run = measure.latency(
                     self.layout, SYSTEMS[name], model, test, self.args.latency_runs

@@ -1,9 +1,10 @@
 """The four systems and how to drive each: train, find the checkpoint, translate, read output.
 
 `onmt` (OpenNMT-py) and `joey` (Joey NMT) run in their own environments on pre-tokenized
-pieces; `nmt` (ours, data/configs/reference.toml) and `nmt-fast` (the same sizes with
-`--attention general --no-input-feed`, Luong style, so the decoder runs on the fused path)
-read raw text.
+pieces; `nmt` (ours, data/configs/reference.toml), `nmt-2p` (the same, trained by two
+processes of one thread each with DDP: training is measured, the model is the same as `nmt`'s)
+and `nmt-fast` (the same sizes with `--attention general --no-input-feed`, Luong style, so the
+decoder runs on the fused path) read raw text.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class System:
     label: str
     arch: str  # key of flops.ARCHS
     flags: tuple[str, ...] = ()  # extra `nmt train` flags
+    train_only: bool = False  # the same model as another system: measure training only
 
     @property
     def ours(self) -> bool:
@@ -55,6 +57,14 @@ SYSTEMS = {
     "onmt": System("onmt", "onmt", "OpenNMT-py 3.5.1", "reference"),
     "joey": System("joey", "joey", "Joey NMT 2.3.0", "reference"),
     "nmt": System("nmt", "nmt", "nmt (reference.toml)", "reference"),
+    "nmt-2p": System(
+        "nmt-2p",
+        "nmt",
+        "nmt (reference.toml, 2 processes × 1 thread)",
+        "reference",
+        ("--nproc", "2", "--threads", "1"),
+        train_only=True,
+    ),
     "nmt-fast": System(
         "nmt-fast", "nmt", "nmt-fast (general, no input feed)", "fast", NMT_FAST_FLAGS
     ),
