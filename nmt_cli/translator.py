@@ -6,6 +6,7 @@ directory and turns lines of text into `Translation`s, streaming chunk by chunk.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -276,7 +277,8 @@ def build_model(payload: dict, path: Path) -> tuple[Seq2Seq, Config]:
     """Rebuild the model from the configuration stored inside the checkpoint."""
     try:
         config = Config.from_dict(payload["config"], str(path))
-        with torch.device("meta"):  # no memory until the weights are known to fit the config
+        # On the meta device: no memory until the weights are known to fit the config.
+        with _without_random_init(), torch.device("meta"):
             model = Seq2Seq(config.model)
         _check_shapes(model, payload["weights"], path)
         model.load_state_dict(payload["weights"], assign=True)
@@ -286,6 +288,28 @@ def build_model(payload: dict, path: Path) -> tuple[Seq2Seq, Config]:
             f"{path} does not hold a usable nmt model ({reason}): retrain it"
         ) from None
     return model, config
+
+
+@contextlib.contextmanager
+def _without_random_init() -> Iterator[None]:
+    """torch.nn.init's in-place initialisers as no-ops while a model is built to be loaded.
+
+    Every value is replaced by the checkpoint's, and random init of meta tensors runs through
+    torch._refs, whose first use imports torch._dynamo: about a second of start-up.
+    """
+    names = [n for n in dir(torch.nn.init) if n.endswith("_") and not n.startswith("_")]
+    saved = {name: getattr(torch.nn.init, name) for name in names}
+    try:
+        for name in names:
+            setattr(torch.nn.init, name, _unchanged)
+        yield
+    finally:
+        for name, function in saved.items():
+            setattr(torch.nn.init, name, function)
+
+
+def _unchanged(tensor: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+    return tensor
 
 
 def _check_shapes(model: Seq2Seq, weights: dict, path: Path) -> None:

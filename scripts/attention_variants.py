@@ -28,7 +28,9 @@ VARIANTS = [("none", "luong")] + [
 
 
 def shown(command: list[str]) -> str:
-    return " ".join(shlex.quote(c) for c in ["nmt", *command[len(NMT) :]])
+    """A command as a person would type it from the repository root."""
+    text = " ".join(shlex.quote(c) for c in ["nmt", *command[len(NMT) :]])
+    return text.replace(f"{ROOT}/", "")
 
 
 def main() -> None:

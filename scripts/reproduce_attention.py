@@ -85,9 +85,13 @@ def run(command: list[str], log: list[str], stdout=None) -> subprocess.Completed
 
 
 def shown(command: list[str]) -> str:
-    if command[:3] == NMT:
-        return " ".join(shlex.quote(c) for c in ["nmt", *command[3:]] if c)
-    return " ".join(command)
+    """A command as a person would type it from the repository root."""
+    text = (
+        " ".join(shlex.quote(c) for c in ["nmt", *command[3:]] if c)
+        if command[:3] == NMT
+        else " ".join(command)
+    )
+    return text.replace(f"{ROOT}/", "")
 
 
 def run_together(commands: dict[str, list[str]], out: Path, log: list[str]) -> None:
