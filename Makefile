@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 TORCH_CPU := torch==2.13.0
 DEMO_DIR := runs/demo
 
-.PHONY: install demo test test-all lint bench bench-quality bench-translate reproduce clean
+.PHONY: install demo test test-all lint bench bench-quality bench-translate reproduce align-report clean
 
 install: $(STAMP)
 
@@ -28,8 +28,8 @@ test-all: install
 	$(PY) -m pytest -q -m ""
 
 lint: install
-	$(PY) -m ruff check nmt_cli tests data bench
-	$(PY) -m ruff format --check nmt_cli tests data bench
+	$(PY) -m ruff check nmt_cli tests data bench scripts
+	$(PY) -m ruff format --check nmt_cli tests data bench scripts
 
 # Speed, memory and BLEU beside OpenNMT-py and Joey NMT (about 40 min on 2 cores, installs
 # included); writes bench/RESULTS.md. BENCH_ARGS="--systems nmt,nmt-fast --skip-install" for a subset.
@@ -46,6 +46,10 @@ reproduce: install
 	$(PY) -m pip install -q "matplotlib>=3.7"
 	$(PY) scripts/reproduce_attention.py --corpus multi30k --minutes $(REPRODUCE_MINUTES)
 	$(PY) scripts/reproduce_attention.py --corpus demo --minutes 5
+
+# Attention alignments (en→zh, zh→en demo models) vs the demo gold and eflomal: docs/alignment.md.
+align-report: install
+	bash scripts/align_report.sh
 
 clean:
 	rm -rf runs .pytest_cache .ruff_cache

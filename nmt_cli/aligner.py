@@ -13,6 +13,7 @@ import numpy as np
 
 from nmt_cli.alignment import (
     extract_links,
+    mean_weights,
     merge_to_words,
     shift_rows,
     symmetrize,
@@ -32,7 +33,7 @@ class AlignOptions:
     threshold: float = 0.5  # for method=threshold
     shift: int = 0  # use the attention of step t+shift for target unit t
     include_eos: bool = False  # keep the EOS row/column as a pseudo-word </s>
-    symmetrize: str = "grow-diag-final-and"  # with a reverse model
+    symmetrize: str = "grow-diag-final-and"  # with a reverse model; "mean" averages weights
 
 
 @dataclass
@@ -63,21 +64,19 @@ def align_pair(
 ) -> PairAlignment:
     """Forced alignment of one pair; with a reverse model, the two directions symmetrised."""
     words, links = _directional(translator, source, target, options)
+    src_words, tgt_words, weights = words.src_words, words.tgt_words, words.weights
     if reverse is not None:
         back_words, back_links = _directional(reverse, target, source, options)
-        links = (
-            symmetrize(
-                links,
-                transpose_links(back_links),
-                options.symmetrize,
-                len(words.src_words),
-                len(words.tgt_words),
-            )
-            if (len(back_words.src_words), len(back_words.tgt_words))
-            == (len(words.tgt_words), len(words.src_words))
-            else links
-        )
-    return PairAlignment(source, target, words.src_words, words.tgt_words, words.weights, links)
+        n_src, n_tgt = words.real_shape()
+        same_units = back_words.real_shape() == (n_tgt, n_src)  # else keep one direction
+        if same_units and options.symmetrize == "mean":
+            # </s> is dropped: the two directions place it on different sides
+            src_words, tgt_words = src_words[:n_src], tgt_words[:n_tgt]
+            weights = mean_weights(weights[:n_tgt, :n_src], back_words.weights[:n_src, :n_tgt])
+            links = extract_links(weights, options.method, options.threshold)
+        elif same_units:
+            links = symmetrize(links, transpose_links(back_links), options.symmetrize, n_src, n_tgt)
+    return PairAlignment(source, target, src_words, tgt_words, weights, links)
 
 
 def align_pairs(

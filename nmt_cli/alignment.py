@@ -31,6 +31,9 @@ SYMMETRIZATION_METHODS = (
     "grow-diag-final",
     "grow-diag-final-and",
 )
+# What `nmt align --symmetrize` accepts: the link heuristics above, or "mean": the two
+# directions' word-level weights averaged, then one extraction (argmax or threshold) on that.
+ALIGN_SYMMETRIZATIONS = (*SYMMETRIZATION_METHODS, "mean")
 
 Link = tuple[int, int]
 
@@ -45,11 +48,14 @@ class WordAttention:
     eos_src: bool = False  # the last source unit is the pseudo-word </s>
     eos_tgt: bool = False  # the last target unit is the pseudo-word </s>
 
+    def real_shape(self) -> tuple[int, int]:
+        """The number of source and target units, the pseudo-word </s> not counted."""
+        return len(self.src_words) - self.eos_src, len(self.tgt_words) - self.eos_tgt
+
     def without_eos(self, links: Iterable[Link]) -> set[Link]:
         """Links to or from the pseudo-word </s> removed: EOS acts as the NULL word, and a word
         whose strongest weight is on it stays unaligned."""
-        n_src = len(self.src_words) - self.eos_src
-        n_tgt = len(self.tgt_words) - self.eos_tgt
+        n_src, n_tgt = self.real_shape()
         return {(i, j) for i, j in links if i < n_src and j < n_tgt}
 
 
@@ -256,6 +262,19 @@ def transpose_links(links: Iterable[Link]) -> set[Link]:
 
 
 _NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
+
+
+def mean_weights(forward: np.ndarray, backward: np.ndarray) -> np.ndarray:
+    """The average of a source→target weight matrix (T, S) and a target→source one (S, T).
+
+    Each direction's rows are distributions over the other side; their mean weighs a link by
+    how much both models agree on it, which a threshold or argmax then turns into links.
+    """
+    if forward.shape != backward.T.shape:
+        raise ValueError(
+            f"weights of shapes {forward.shape} and {backward.shape} are not of one sentence pair"
+        )
+    return (forward + backward.T) / 2
 
 
 def symmetrize(

@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from nmt_cli.alignment import (  # noqa: E402
     extract_links,
+    mean_weights,
     merge_to_words,
     parse_pharaoh,
     read_gold,
@@ -36,7 +37,7 @@ from nmt_cli.alignment import (  # noqa: E402
 from nmt_cli.translator import Translator  # noqa: E402
 
 METHODS = (("argmax", None), ("threshold", 0.5), ("threshold", 0.3))
-SYMMETRIZATIONS = ("intersection", "grow-diag-final-and", "union")
+SYMMETRIZATIONS = ("intersection", "grow-diag-final-and", "union", "mean")
 
 
 def read_lines(path: Path) -> list[str]:
@@ -57,6 +58,29 @@ def directional(raw, method: str, threshold: float | None, shift: int, include_e
         links = words.without_eos(extract_links(words.weights, method, threshold or 0.5))
         out.append((words, links))
     return out
+
+
+def score_choice(flags, fwd, bwd, method, threshold, gold) -> list:
+    """(flags, alignment, score) for each direction and each symmetrisation of one choice."""
+    forward_links = [links for _, links in fwd]
+    backward_links = [transpose_links(links) for _, links in bwd]
+    rows = [
+        (flags, "source→target", score_alignments(forward_links, gold)),
+        (flags, "target→source", score_alignments(backward_links, gold)),
+    ]
+    for name in SYMMETRIZATIONS:
+        merged = []
+        for (words, _), (back, _), f, b in zip(
+            fwd, bwd, forward_links, backward_links, strict=True
+        ):
+            n_src, n_tgt = words.real_shape()
+            if name == "mean":
+                weights = mean_weights(words.weights[:n_tgt, :n_src], back.weights[:n_src, :n_tgt])
+                merged.append(extract_links(weights, method, threshold or 0.5))
+            else:
+                merged.append(symmetrize(f, b, name, n_src, n_tgt))
+        rows.append((flags, f"symmetrised: {name}", score_alignments(merged, gold)))
+    return rows
 
 
 def choice_flags(method: str, threshold: float | None, shift: int, include_eos: bool) -> str:
@@ -99,22 +123,29 @@ def main() -> None:
     seconds = time.monotonic() - started
 
     rows = []
+    eos_differs = []
     for method, threshold in METHODS:
         for shift in (0, 1):
-            for include_eos in (False, True):
-                fwd = directional(forward_raw, method, threshold, shift, include_eos)
-                bwd = directional(backward_raw, method, threshold, shift, include_eos)
-                flags = choice_flags(method, threshold, shift, include_eos)
-                forward_links = [links for _, links in fwd]
-                backward_links = [transpose_links(links) for _, links in bwd]
-                rows.append((flags, "source→target", score_alignments(forward_links, gold)))
-                rows.append((flags, "target→source", score_alignments(backward_links, gold)))
-                for name in SYMMETRIZATIONS:
-                    merged = [
-                        symmetrize(f, b, name, len(words.src_words), len(words.tgt_words))
-                        for (words, _), f, b in zip(fwd, forward_links, backward_links, strict=True)
-                    ]
-                    rows.append((flags, f"symmetrised: {name}", score_alignments(merged, gold)))
+            flags = choice_flags(method, threshold, shift, False)
+            fwd = directional(forward_raw, method, threshold, shift, False)
+            bwd = directional(backward_raw, method, threshold, shift, False)
+            rows += score_choice(flags, fwd, bwd, method, threshold, gold)
+            with_eos = score_choice(
+                flags,
+                directional(forward_raw, method, threshold, shift, True),
+                directional(backward_raw, method, threshold, shift, True),
+                method,
+                threshold,
+                gold,
+            )
+            eos_differs += [
+                (f"{flags} --include-eos", kind, score)
+                for (_, kind, score), (_, _, plain) in zip(
+                    with_eos, rows[-len(with_eos) :], strict=True
+                )
+                if score != plain
+            ]
+    rows += eos_differs
     others = []
     for spec in args.other:
         name, _, path = spec.partition("=")
@@ -156,6 +187,17 @@ def main() -> None:
         *other_lines,
         "",
         "## Every extraction choice",
+        "",
+        "With a reverse model, `nmt align --reverse-model M --symmetrize NAME` combines the two "
+        "directions; `mean` averages their word-level weights and extracts links from that with "
+        "the same `--method`. "
+        + (
+            "`--include-eos` changed no score: the encoder reads no end-of-sentence, so no "
+            "word can be drawn to one on the source side, and the links of the target's "
+            "end-of-sentence step are dropped as links to the NULL word."
+            if not eos_differs
+            else "Rows with `--include-eos` are listed where it changed a score."
+        ),
         "",
         *lines,
         "",

@@ -91,7 +91,7 @@ def shown(command: list[str]) -> str:
         if command[:3] == NMT
         else " ".join(command)
     )
-    return text.replace(f"{ROOT}/", "")
+    return text.replace(f"{ROOT}/", "").replace(f"{ROOT.parent}/shared/", "../shared/")
 
 
 def run_together(commands: dict[str, list[str]], out: Path, log: list[str]) -> None:
@@ -222,7 +222,10 @@ def draw_chart(scores: dict, path: Path, title: str) -> None:
         buckets = [b for b in report["by_length"]["buckets"] if b["bleu"] is not None]
         label = "no attention (plain Seq2Seq)" if name == "none" else f"{name} attention"
         ax.plot(
-            [b["label"] for b in buckets], [b["bleu"] for b in buckets], marker="o", label=label
+            [f"{b['label']}\n(n = {b['count']})" for b in buckets],
+            [b["bleu"] for b in buckets],
+            marker="o",
+            label=label,
         )
     ax.set_xlabel(f"source length ({scores['none']['by_length']['unit']})")
     ax.set_ylabel("BLEU")

@@ -5,11 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from nmt_cli.aligner import AlignOptions, align_pair
 from nmt_cli.alignment import (
     GoldAlignment,
     check_range,
     extract_links,
     format_pharaoh,
+    mean_weights,
     merge_to_words,
     parse_pharaoh,
     read_gold,
@@ -300,3 +302,40 @@ def test_words_drawn_to_eos_stay_unaligned_when_eos_is_kept():
     assert words.without_eos(links) == {(0, 0)}
     dropped = merge_to_words(attention, src, tgt, drop_eos=True)
     assert dropped.without_eos(extract_links(dropped.weights, "argmax")) == {(0, 0), (1, 1)}
+
+
+class _Scripted:
+    """A stand-in translator whose forced attention is given: rows are target pieces + EOS."""
+
+    def __init__(self, src_pieces, tgt_pieces, rows):
+        self.result = (src_pieces, tgt_pieces, np.array(rows))
+
+    def forced_attention(self, source, target):
+        return self.result
+
+
+FORWARD_MODEL = _Scripted(["▁a", "▁b"], ["▁x", "▁y"], [[0.6, 0.4], [0.55, 0.45], [0.5, 0.5]])
+BACKWARD_MODEL = _Scripted(["▁x", "▁y"], ["▁a", "▁b"], [[0.9, 0.1], [0.1, 0.9], [0.5, 0.5]])
+
+
+@pytest.mark.parametrize("include_eos", [False, True])
+def test_mean_symmetrisation_averages_the_two_directions(include_eos):
+    alone = align_pair(FORWARD_MODEL, "a b", "x y", AlignOptions())
+    assert alone.links == {(0, 0), (0, 1)}  # the forward model alone puts y on a
+    options = AlignOptions(symmetrize="mean", include_eos=include_eos)
+    pair = align_pair(FORWARD_MODEL, "a b", "x y", options, reverse=BACKWARD_MODEL)
+    np.testing.assert_allclose(pair.weights, [[0.75, 0.25], [0.325, 0.675]])
+    assert (pair.src_words, pair.tgt_words) == (["a", "b"], ["x", "y"])
+    assert pair.links == {(0, 0), (1, 1)}  # the backward model's certainty moves y to b
+
+
+def test_link_symmetrisation_also_works_with_eos_kept():
+    options = AlignOptions(symmetrize="intersection", include_eos=True)
+    pair = align_pair(FORWARD_MODEL, "a b", "x y", options, reverse=BACKWARD_MODEL)
+    assert pair.links == {(0, 0)}
+    assert pair.tgt_words[-1] == "</s>"  # still shown
+
+
+def test_mean_weights_refuses_matrices_of_two_different_pairs():
+    with pytest.raises(ValueError):
+        mean_weights(np.ones((2, 3)), np.ones((2, 3)))

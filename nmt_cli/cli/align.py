@@ -29,7 +29,8 @@ def align(
     ),
     symmetrize: str = typer.Option(
         "grow-diag-final-and",
-        help="intersection, union, grow-diag, grow-diag-final, grow-diag-final-and.",
+        help="intersection, union, grow-diag, grow-diag-final, grow-diag-final-and, or mean "
+        "(average both directions' weights, then --method).",
         rich_help_panel=_EXTRACT,
     ),
     unit: str = typer.Option(
@@ -126,13 +127,13 @@ def _check_png(png: Path) -> None:
 
 
 def _check_options(options) -> None:
-    from nmt_cli.alignment import EXTRACTION_METHODS, SYMMETRIZATION_METHODS, UNITS
+    from nmt_cli.alignment import ALIGN_SYMMETRIZATIONS, EXTRACTION_METHODS, UNITS
     from nmt_cli.errors import ConfigError
 
     for value, valid, name in (
         (options.unit, UNITS, "--unit"),
         (options.method, EXTRACTION_METHODS, "--method"),
-        (options.symmetrize, SYMMETRIZATION_METHODS, "--symmetrize"),
+        (options.symmetrize, ALIGN_SYMMETRIZATIONS, "--symmetrize"),
     ):
         if value not in valid:
             raise ConfigError(f"{name} must be one of {', '.join(valid)}, got {value!r}")
