@@ -63,7 +63,10 @@ def test_translate_keeps_one_line_per_input_line(toy_model_dir):
 
 def test_translate_batch_size_does_not_change_output(toy_model_dir):
     words = ["apple", "river", "stone", "green", "bird", "water", "tree", "night", "sun"]
-    text = "\n".join(" ".join(words[k % 9 : k % 9 + 1 + k % 5]) for k in range(20))
+    pairs = [(i, j) for i in range(9) for j in range(9) if i != j][:20]
+    text = "\n".join(
+        " ".join([words[i], words[j], *words[: k % 4]]) for k, (i, j) in enumerate(pairs)
+    )
     assert len(set(text.split("\n"))) == 20  # distinct lines: each is decoded in its batch
     one = invoke("translate", "-m", toy_model_dir, "--batch-size", "1", input=text)
     many = invoke("translate", "-m", toy_model_dir, "--batch-size", "64", input=text)

@@ -30,12 +30,23 @@ class Memory:
     states: torch.Tensor  # (B, S, M) encoder states: the values
     keys: torch.Tensor  # (B, S, K) projected keys (the states themselves for dot attention)
     mask: torch.Tensor  # (B, S) True on real source tokens
+    origin: torch.Tensor | None = None  # (B,) the source sentence each row was encoded from
 
     def select(self, index: torch.Tensor) -> Memory:
+        """The memory of rows `index`. A search reorders rows at every step, mostly among the
+        beams of one sentence, which share their memory: when every row keeps the sentence
+        it had, nothing is copied."""
+        if self.origin is not None:
+            origin = self.origin.index_select(0, index)
+            if origin.shape == self.origin.shape and torch.equal(origin, self.origin):
+                return self
+        else:
+            origin = None
         return Memory(
             self.states.index_select(0, index),
             self.keys.index_select(0, index),
             self.mask.index_select(0, index),
+            origin,
         )
 
 

@@ -50,7 +50,8 @@ class Seq2Seq(nn.Module):
         mask = src != PAD_ID  # (B, S)
         attention = self.decoder.attention
         keys = attention.project_keys(states) if attention is not None else states
-        memory = Memory(states, keys, mask)
+        origin = torch.arange(src.size(0), device=src.device)
+        memory = Memory(states, keys, mask, origin)
         return self.decoder.init_state(final, src.size(0)), memory
 
     def forward(
