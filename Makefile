@@ -31,8 +31,8 @@ lint: install
 	$(PY) -m ruff check nmt_cli tests data bench scripts
 	$(PY) -m ruff format --check nmt_cli tests data bench scripts
 
-# Speed, memory and BLEU beside OpenNMT-py and Joey NMT (about 40 min on 2 cores, installs
-# included); writes bench/RESULTS.md. BENCH_ARGS="--systems nmt,nmt-fast --skip-install" for a subset.
+# Speed, memory and BLEU beside OpenNMT-py and Joey NMT (about 21 min on 2 cores, plus the
+# peers' installation on a clean checkout); writes bench/RESULTS.md. BENCH_ARGS="--systems nmt,nmt-fast --skip-install" for a subset.
 bench: install
 	$(PY) bench/run.py $(BENCH_ARGS)
 
