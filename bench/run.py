@@ -98,7 +98,7 @@ class Bench:
                 "vocab_size",
             )
         }
-        options["data"] = str(args.data)
+        options["data"] = procs.shown([args.data])
         formulas = {name: arch.formula() for name, arch in flops.ARCHS.items()}
         self.results = report.BenchResults(
             machine.describe(), {}, options, None, flops.MATMUL_COMMAND, formulas

@@ -165,7 +165,7 @@ def main() -> None:
     other_lines = [
         "| aligner | AER % | precision % | recall % | links |",
         "|---|---|---|---|---|",
-        f"| nmt attention, best above (`{best[0]}`, {best[1]}) | {percent(best[2].aer)} | "
+        f"| nmt attention, best of the table below (`{best[0]}`, {best[1]}) | {percent(best[2].aer)} | "
         f"{percent(best[2].precision)} | {percent(best[2].recall)} | {best[2].predicted:,} |",
     ]
     for name, score in others:
@@ -180,7 +180,12 @@ def main() -> None:
         f"({sum(len(g.sure) for g in gold):,} sure links). Models: `{args.forward}` "
         f"(source→target) and `{args.backward}` (target→source); reading the attention of both "
         f"over every pair took {seconds:.1f} s. AER = 1 − (|A∩S| + |A∩P|) / (|A| + |S|) "
-        "(Och & Ney 2003), counts summed over the corpus.",
+        "(Och & Ney 2003), counts summed over the corpus. Regenerate with `make align-report`: "
+        "scripts/align_report.sh holds every command (both models' prepare and train, eflomal, "
+        "this report); one row of the table below is, from the shell, "
+        f"`nmt align -m {args.forward} --reverse-model {args.backward} --src {args.src} "
+        f"--tgt {args.tgt} --gold {args.gold} --method threshold --threshold 0.3` "
+        "(grow-diag-final-and is the default --symmetrize).",
         "",
         "## Beside other aligners",
         "",
