@@ -65,8 +65,8 @@ def score_choice(flags, fwd, bwd, method, threshold, gold) -> list:
     forward_links = [links for _, links in fwd]
     backward_links = [transpose_links(links) for _, links in bwd]
     rows = [
-        (flags, "source→target", score_alignments(forward_links, gold)),
-        (flags, "target→source", score_alignments(backward_links, gold)),
+        (flags, "source→target", score_alignments(forward_links, gold), forward_links),
+        (flags, "target→source", score_alignments(backward_links, gold), backward_links),
     ]
     for name in SYMMETRIZATIONS:
         merged = []
@@ -79,8 +79,33 @@ def score_choice(flags, fwd, bwd, method, threshold, gold) -> list:
                 merged.append(extract_links(weights, method, threshold or 0.5))
             else:
                 merged.append(symmetrize(f, b, name, n_src, n_tgt))
-        rows.append((flags, f"symmetrised: {name}", score_alignments(merged, gold)))
+        rows.append((flags, f"symmetrised: {name}", score_alignments(merged, gold), merged))
     return rows
+
+
+def error_split(predicted: list[set], gold: list, pairs: list[tuple[str, str]]) -> str:
+    """How the wrong links of one alignment divide: those touching a word the gold leaves
+    unaligned, and those between two aligned words; plus the sure links missed."""
+    touching, between, missed = 0, 0, 0
+    words: dict[str, int] = {}
+    for links, reference, (source, target) in zip(predicted, gold, pairs, strict=True):
+        src, tgt = source.split(), target.split()
+        src_aligned = {i for i, _ in reference.possible}
+        tgt_aligned = {j for _, j in reference.possible}
+        for i, j in links - set(reference.possible):
+            if i in src_aligned and j in tgt_aligned:
+                between += 1
+                continue
+            touching += 1
+            word = src[i] if i not in src_aligned else tgt[j]
+            words[word] = words.get(word, 0) + 1
+        missed += len(set(reference.sure) - links)
+    common = ", ".join(f"{w} {n}" for w, n in sorted(words.items(), key=lambda x: -x[1])[:6])
+    return (
+        f"{touching + between:,} wrong links: {touching:,} touch a word the gold leaves "
+        f"unaligned (most often: {common}), {between:,} join two aligned words; "
+        f"{missed:,} sure links are missed."
+    )
 
 
 def choice_flags(method: str, threshold: float | None, shift: int, include_eos: bool) -> str:
@@ -139,8 +164,8 @@ def main() -> None:
                 gold,
             )
             eos_differs += [
-                (f"{flags} --include-eos", kind, score)
-                for (_, kind, score), (_, _, plain) in zip(
+                (f"{flags} --include-eos", kind, score, links)
+                for (_, kind, score, links), (_, _, plain, _) in zip(
                     with_eos, rows[-len(with_eos) :], strict=True
                 )
                 if score != plain
@@ -157,7 +182,7 @@ def main() -> None:
         "| extraction (`nmt align` flags) | alignment | AER % | precision % | recall % | links |",
         "|---|---|---|---|---|---|",
     ]
-    for flags, kind, score in rows:
+    for flags, kind, score, _ in rows:
         lines.append(
             f"| `{flags}` | {kind} | {percent(score.aer)} | {percent(score.precision)} | "
             f"{percent(score.recall)} | {score.predicted:,} |"
@@ -190,6 +215,8 @@ def main() -> None:
         "## Beside other aligners",
         "",
         *other_lines,
+        "",
+        f"Errors of the best choice: {error_split(best[3], gold, pairs)}",
         "",
         "## Every extraction choice",
         "",
