@@ -55,7 +55,8 @@ clean:
 	rm -rf runs .pytest_cache .ruff_cache
 
 # nmt translate on a trained model: sent/s (greedy/beam 5 × batch 1/64 × int8), one-sentence
-# latency beside a bare `import torch`, streaming memory; bench/TRANSLATE.md. MODEL=<model dir>.
+# latency beside a bare `import torch`, streaming memory; bench/TRANSLATE.md. MODEL=<model dir>,
+# e.g. one trained with `nmt train DATA -o runs/m30k-ref --config data/configs/reference.toml`.
 MODEL ?= runs/m30k-ref
 bench-translate: install
 	$(PY) bench/translate_speed.py --model $(MODEL) $(BENCH_ARGS)
