@@ -49,8 +49,10 @@ class PairAlignment:
     translated: bool = False  # the target was produced by the model
 
 
-def _directional(translator, source: str, target: str, options: AlignOptions):
-    src_pieces, tgt_pieces, attention = translator.forced_attention(source, target)
+def directional_links(raw: tuple[list[str], list[str], np.ndarray], options: AlignOptions):
+    """Word attention and links of one direction from piece-level attention
+    (src_pieces, tgt_pieces, attention) as `Translator.forced_attention` gives it."""
+    src_pieces, tgt_pieces, attention = raw
     if options.shift:
         attention = shift_rows(attention, options.shift)
     words = merge_to_words(
@@ -59,24 +61,35 @@ def _directional(translator, source: str, target: str, options: AlignOptions):
     return words, words.without_eos(extract_links(words.weights, options.method, options.threshold))
 
 
+def combine_directions(
+    words, links: set[Link], back_words, back_links: set[Link], options: AlignOptions
+) -> tuple[list[str], list[str], np.ndarray, set[Link]]:
+    """Source words, target words, weights (T, S) and links of a pair aligned both ways.
+
+    `back_*` come from the target→source model. "mean" averages the two directions' weights
+    and extracts links from that; the other methods combine the two link sets. When the two
+    directions do not see the same units, the source→target alignment is kept as it is.
+    """
+    n_src, n_tgt = words.real_shape()
+    if back_words.real_shape() != (n_tgt, n_src):
+        return words.src_words, words.tgt_words, words.weights, links
+    if options.symmetrize == "mean":  # </s> is dropped: the directions place it on other sides
+        weights = mean_weights(words.weights[:n_tgt, :n_src], back_words.weights[:n_src, :n_tgt])
+        links = extract_links(weights, options.method, options.threshold)
+        return words.src_words[:n_src], words.tgt_words[:n_tgt], weights, links
+    links = symmetrize(links, transpose_links(back_links), options.symmetrize, n_src, n_tgt)
+    return words.src_words, words.tgt_words, words.weights, links
+
+
 def align_pair(
     translator, source: str, target: str, options: AlignOptions, reverse=None
 ) -> PairAlignment:
     """Forced alignment of one pair; with a reverse model, the two directions symmetrised."""
-    words, links = _directional(translator, source, target, options)
-    src_words, tgt_words, weights = words.src_words, words.tgt_words, words.weights
-    if reverse is not None:
-        back_words, back_links = _directional(reverse, target, source, options)
-        n_src, n_tgt = words.real_shape()
-        same_units = back_words.real_shape() == (n_tgt, n_src)  # else keep one direction
-        if same_units and options.symmetrize == "mean":
-            # </s> is dropped: the two directions place it on different sides
-            src_words, tgt_words = src_words[:n_src], tgt_words[:n_tgt]
-            weights = mean_weights(weights[:n_tgt, :n_src], back_words.weights[:n_src, :n_tgt])
-            links = extract_links(weights, options.method, options.threshold)
-        elif same_units:
-            links = symmetrize(links, transpose_links(back_links), options.symmetrize, n_src, n_tgt)
-    return PairAlignment(source, target, src_words, tgt_words, weights, links)
+    words, links = directional_links(translator.forced_attention(source, target), options)
+    if reverse is None:
+        return PairAlignment(source, target, words.src_words, words.tgt_words, words.weights, links)
+    back = directional_links(reverse.forced_attention(target, source), options)
+    return PairAlignment(source, target, *combine_directions(words, links, *back, options))
 
 
 def align_pairs(

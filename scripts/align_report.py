@@ -18,20 +18,17 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from nmt_cli.aligner import AlignOptions, combine_directions, directional_links  # noqa: E402
 from nmt_cli.alignment import (  # noqa: E402
-    extract_links,
-    mean_weights,
-    merge_to_words,
     parse_pharaoh,
     read_gold,
     score_alignments,
-    shift_rows,
-    symmetrize,
     transpose_links,
 )
 from nmt_cli.translator import Translator  # noqa: E402
@@ -48,20 +45,14 @@ def attention_of(translator: Translator, pairs: list[tuple[str, str]]) -> list:
     return [translator.forced_attention(source, target) for source, target in pairs]
 
 
-def directional(raw, method: str, threshold: float | None, shift: int, include_eos: bool):
+def directional(raw, options: AlignOptions) -> list:
     """(words, links) per pair for one direction and one extraction choice."""
-    out = []
-    for src_pieces, tgt_pieces, attention in raw:
-        if shift:
-            attention = shift_rows(attention, shift)
-        words = merge_to_words(attention, src_pieces, tgt_pieces, drop_eos=not include_eos)
-        links = words.without_eos(extract_links(words.weights, method, threshold or 0.5))
-        out.append((words, links))
-    return out
+    return [directional_links(pair, options) for pair in raw]
 
 
-def score_choice(flags, fwd, bwd, method, threshold, gold) -> list:
-    """(flags, alignment, score) for each direction and each symmetrisation of one choice."""
+def score_choice(flags, fwd, bwd, options: AlignOptions, gold) -> list:
+    """(flags, alignment, score, links) for each direction and each symmetrisation of one
+    choice, combined as `nmt align --reverse-model` does."""
     forward_links = [links for _, links in fwd]
     backward_links = [transpose_links(links) for _, links in bwd]
     rows = [
@@ -69,16 +60,11 @@ def score_choice(flags, fwd, bwd, method, threshold, gold) -> list:
         (flags, "target→source", score_alignments(backward_links, gold), backward_links),
     ]
     for name in SYMMETRIZATIONS:
-        merged = []
-        for (words, _), (back, _), f, b in zip(
-            fwd, bwd, forward_links, backward_links, strict=True
-        ):
-            n_src, n_tgt = words.real_shape()
-            if name == "mean":
-                weights = mean_weights(words.weights[:n_tgt, :n_src], back.weights[:n_src, :n_tgt])
-                merged.append(extract_links(weights, method, threshold or 0.5))
-            else:
-                merged.append(symmetrize(f, b, name, n_src, n_tgt))
+        combined = replace(options, symmetrize=name)
+        merged = [
+            combine_directions(*forward, *backward, combined)[3]
+            for forward, backward in zip(fwd, bwd, strict=True)
+        ]
         rows.append((flags, f"symmetrised: {name}", score_alignments(merged, gold), merged))
     return rows
 
@@ -152,16 +138,13 @@ def main() -> None:
     for method, threshold in METHODS:
         for shift in (0, 1):
             flags = choice_flags(method, threshold, shift, False)
-            fwd = directional(forward_raw, method, threshold, shift, False)
-            bwd = directional(backward_raw, method, threshold, shift, False)
-            rows += score_choice(flags, fwd, bwd, method, threshold, gold)
+            options = AlignOptions(method=method, threshold=threshold or 0.5, shift=shift)
+            fwd = directional(forward_raw, options)
+            bwd = directional(backward_raw, options)
+            rows += score_choice(flags, fwd, bwd, options, gold)
+            eos = replace(options, include_eos=True)
             with_eos = score_choice(
-                flags,
-                directional(forward_raw, method, threshold, shift, True),
-                directional(backward_raw, method, threshold, shift, True),
-                method,
-                threshold,
-                gold,
+                flags, directional(forward_raw, eos), directional(backward_raw, eos), eos, gold
             )
             eos_differs += [
                 (f"{flags} --include-eos", kind, score, links)
