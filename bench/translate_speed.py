@@ -68,30 +68,32 @@ def line_count(path: Path) -> int:
 
 def speed_grid(args, src: Path, ref: Path, sentences: int) -> list[dict]:
     rows = []
-    for beam in (1, 5):
-        for batch in (64, 1):
-            for quantize in (False, True):
-                name = f"beam{beam}-bs{batch}{'-int8' if quantize else ''}"
-                out = args.work / f"{name}.txt"
-                cmd = [OUR_NMT, "translate", "-m", args.model, "-i", src, "--beam", beam]
-                cmd += ["--batch-size", batch, *(["--quantize"] if quantize else [])]
-                run = procs.run(cmd, args.work / "logs" / f"{name}.log", stdout=out)
-                procs.check(run, name, args.work / "logs" / f"{name}.log")
-                score, signature = bleu(out, ref)
-                rows.append(
-                    {
-                        "search": "greedy" if beam == 1 else f"beam {beam}",
-                        "batch_size": batch,
-                        "quantized": quantize,
-                        "seconds": round(run.seconds, 2),
-                        "sents_per_s": round(sentences / run.seconds, 1),
-                        "bleu": score,
-                        "signature": signature,
-                        "max_rss_mib": round(run.max_rss_mib),
-                        "command": run.command,
-                    }
-                )
-                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    grid = [(b, bs, q, False) for b in (1, 5) for bs in (64, 1) for q in (False, True)]
+    grid += [(5, 64, q, True) for q in (False, True)]  # the peers' stopping rule
+    for beam, batch, quantize, early in grid:
+        name = f"beam{beam}-bs{batch}{'-int8' if quantize else ''}{'-early' if early else ''}"
+        out = args.work / f"{name}.txt"
+        cmd = [OUR_NMT, "translate", "-m", args.model, "-i", src, "--beam", beam]
+        cmd += ["--batch-size", batch, *(["--quantize"] if quantize else [])]
+        cmd += ["--early-stop"] if early else []
+        run = procs.run(cmd, args.work / "logs" / f"{name}.log", stdout=out)
+        procs.check(run, name, args.work / "logs" / f"{name}.log")
+        score, signature = bleu(out, ref)
+        rows.append(
+            {
+                "search": "greedy" if beam == 1 else f"beam {beam}",
+                "early_stop": early,
+                "batch_size": batch,
+                "quantized": quantize,
+                "seconds": round(run.seconds, 2),
+                "sents_per_s": round(sentences / run.seconds, 1),
+                "bleu": score,
+                "signature": signature,
+                "max_rss_mib": round(run.max_rss_mib),
+                "command": run.command,
+            }
+        )
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     return rows
 
 
@@ -179,7 +181,7 @@ def write(args, results: dict) -> Path:
     ]
     for row in grid:
         lines.append(
-            f"| {row['search']} | {row['batch_size']} | {'yes' if row['quantized'] else 'no'} | "
+            f"| {row['search']}{', --early-stop' if row.get('early_stop') else ''} | {row['batch_size']} | {'yes' if row['quantized'] else 'no'} | "
             f"{row['sents_per_s']} | {ratio(row['sents_per_s'], best_peer[row['search']])} | "
             f"{row['bleu']} | {row['seconds']} | {row['max_rss_mib']} |"
         )

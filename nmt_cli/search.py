@@ -17,6 +17,10 @@ Conventions shared by both searches:
   L = len(tokens) + 1, the number of scored steps including EOS (as OpenNMT-py and Joey NMT count).
 - Every index given to `step` and `reorder` lives on the device of `max_lengths`: pass it on the
   model's device. Attention in the results is on the CPU.
+- Beam search stops a sentence when no live hypothesis can change its n-best (exact). With
+  `early_stop`, it also stops one as soon as the best extension of a step ends the sentence and
+  its n-best list is full, the rule of OpenNMT-py and Joey NMT: fewer steps, and the n-best may
+  miss a longer hypothesis that would have scored higher after length normalisation.
 """
 
 from __future__ import annotations
@@ -165,6 +169,7 @@ class _Beam:
     scores: torch.Tensor  # (A, W) raw log-prob of each live hypothesis, -inf where none is live
     trail: _Trail  # (A*W, t) their tokens and attention
     bar: torch.Tensor  # (A,) score a new hypothesis must beat to enter the n-best; -inf until full
+    top_ended: torch.Tensor  # (A,) bool: a step's best extension has ended the sentence
 
     def select(self, keep: torch.Tensor) -> _Beam:
         """The beam of the active sentences `keep` (A',) only.
@@ -172,7 +177,12 @@ class _Beam:
         The trail is left whole: it is still indexed by the step's rows until the next `extend`.
         """
         return _Beam(
-            self.sentences[keep], self.limits[keep], self.scores[keep], self.trail, self.bar[keep]
+            self.sentences[keep],
+            self.limits[keep],
+            self.scores[keep],
+            self.trail,
+            self.bar[keep],
+            self.top_ended[keep],
         )
 
 
@@ -261,12 +271,15 @@ def beam_search(
     beam_size: int = 5,
     nbest: int = 1,
     alpha: float = 1.0,
+    early_stop: bool = False,
 ) -> list[list[Hypothesis]]:
     """Translate each sentence with beam search; return up to `nbest` hypotheses each, best first.
 
     The first step runs on one row per sentence; its back-pointers expand the state to the beam.
     A sentence leaves the batch as soon as its n-best is settled (see `_settled`); the result is
-    the same as running every beam until no live hypothesis remains.
+    the same as running every beam until no live hypothesis remains. With `early_stop` it also
+    leaves once a step's best extension has ended it and its n-best is full (see the module
+    notes).
     """
     _check_beam_options(beam_size, nbest)
     assert max_lengths.shape == (batch_size,), "max_lengths must be (B,)"
@@ -278,6 +291,7 @@ def beam_search(
         scores=torch.zeros(batch_size, 1, device=device),  # (A, 1): one live row at the start
         trail=_Trail.empty(batch_size, device),
         bar=torch.full((batch_size,), NEG_INF, device=device),
+        top_ended=torch.zeros(batch_size, dtype=torch.bool, device=device),
     )
     prev = torch.full((batch_size,), bos, dtype=torch.long, device=device)  # (A*W,)
     t = 0
@@ -291,6 +305,9 @@ def beam_search(
             beam, finished, scores, rows, tokens, attention, eos, nbest, alpha
         )
         settled = _settled(beam, scores, t, alpha)  # (A,)
+        if early_stop:
+            beam.top_ended |= tokens[:, 0] == eos  # topk is sorted: column 0 is the best
+            settled |= beam.top_ended & (beam.bar > NEG_INF)  # the bar is set once n-best is full
         if bool(settled.any()):
             keep = (~settled).nonzero().squeeze(1)  # (A',)
             beam, scores, rows, tokens = beam.select(keep), scores[keep], rows[keep], tokens[keep]

@@ -33,6 +33,7 @@ class SearchOptions:
     max_len_ratio: float = 2.0  # at most ratio × source pieces + max_len_extra target pieces
     max_len_extra: int = 10
     batch_size: int = 64  # sentences per batch
+    early_stop: bool = False  # beam: stop a sentence once a step's best extension ends it
 
     def check(self) -> SearchOptions:
         if self.beam_size < 1:
@@ -73,6 +74,7 @@ def _search_batch(
         beam_size=options.beam_size,
         nbest=options.nbest,
         alpha=options.alpha,
+        early_stop=options.early_stop,
     )
 
 

@@ -102,6 +102,15 @@ def test_beam_one_equals_greedy_output(toy_model_dir):
     assert greedy.stdout == beam.stdout and greedy.stdout.count("\n") == 3
 
 
+def test_early_stop_without_length_penalty_keeps_the_exact_output(toy_model_dir):
+    text = "apple river stone\ngreen bird\nwater tree night sun light\n"
+    args = ("translate", "-m", toy_model_dir, "--beam", "3", "--length-penalty", "0")
+    exact = invoke(*args, input=text)
+    early = invoke(*args, "--early-stop", input=text)
+    assert early.exit_code == 0 and early.stdout == exact.stdout
+    assert early.stdout.count("\n") == 3
+
+
 def test_translate_json_has_attention_rows_per_piece(toy_model_dir):
     result = invoke("translate", "-m", toy_model_dir, "--json", input="apple river stone\n")
     record = json.loads(result.stdout)

@@ -219,6 +219,49 @@ def test_beam_n_best_equals_an_exhaustive_beam(alpha: float) -> None:
             assert [h.score for h in nbest] == pytest.approx([score for _, score in expected])
 
 
+def test_early_stop_takes_the_first_ending_best_extension() -> None:
+    # Step 2's best extension is [2] + EOS (raw -1.0): early stop returns it, while the exact
+    # search goes on to [3, 4], whose raw -1.1 is better per length with alpha = 1.
+    model = PrefixModel(LENGTH_CASE)
+    run = lambda early: beam_search(  # noqa: E731
+        model.step, model.reorder, [()], 1, BOS, EOS, torch.tensor([10]),
+        beam_size=3, alpha=1.0, early_stop=early,
+    )  # fmt: skip
+    ((early,),), ((exact,),) = run(True), run(False)
+    assert early.tokens == [2] and exact.tokens == [3, 4]
+    assert early.score < exact.score
+
+
+def test_early_stop_without_length_penalty_is_exact_and_no_slower() -> None:
+    # With alpha = 0 a score can only fall, so once the best extension ends nothing can beat
+    # it: early stop must give the exact 1-best with no more steps.
+    for seed in range(4):
+        exact_model, early_model = MarkovModel(seed=seed), MarkovModel(seed=seed)
+        exact = run_beam(exact_model, list(range(5)), LIMITS, beam_size=4, alpha=0.0)
+        early = run_beam(
+            early_model, list(range(5)), LIMITS, beam_size=4, alpha=0.0, early_stop=True
+        )
+        assert [(h.tokens, h.score) for (h,) in early] == [(h.tokens, h.score) for (h,) in exact]
+        assert sum(early_model.rows) <= sum(exact_model.rows)
+
+
+@pytest.mark.parametrize("alpha", [0.6, 1.0])
+def test_early_stop_fills_the_n_best_and_spends_fewer_rows(alpha: float) -> None:
+    rows = {}
+    for early in (False, True):
+        model = MarkovModel(seed=6, eos_bias=1.0)
+        results = run_beam(
+            model, list(range(5)), LIMITS, beam_size=4, nbest=2, alpha=alpha, early_stop=early
+        )
+        for nbest, limit in zip(results, LIMITS, strict=True):
+            assert len(nbest) == (2 if limit else 1)
+            assert all(len(h.tokens) <= limit for h in nbest)
+            scores = [h.score for h in nbest]
+            assert scores == sorted(scores, reverse=True)
+        rows[early] = sum(model.rows)
+    assert rows[True] <= rows[False]
+
+
 def test_n_best_is_sorted_distinct_and_led_by_the_one_best() -> None:
     model = MarkovModel(seed=3)
     five = run_beam(model, list(range(5)), LIMITS, beam_size=5, nbest=5)

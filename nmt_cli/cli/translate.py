@@ -33,6 +33,13 @@ def translate(
     max_len_ratio: float = typer.Option(
         2.0, help="Output at most ratio × source pieces + 10.", rich_help_panel=_SEARCH
     ),
+    early_stop: bool = typer.Option(
+        False,
+        "--early-stop",
+        help="Beam: stop a sentence once a step's best hypothesis ends it (as OpenNMT-py and "
+        "Joey NMT do): faster, may miss a longer, better-scoring one.",
+        rich_help_panel=_SEARCH,
+    ),
     replace_unk: bool = typer.Option(
         False,
         "--replace-unk",
@@ -75,6 +82,7 @@ def translate(
         alpha=length_penalty,
         max_len_ratio=max_len_ratio,
         batch_size=batch_size,
+        early_stop=early_stop,
     ).check()
     check_on_invalid(on_invalid)
     check_device(device)
