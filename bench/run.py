@@ -134,20 +134,26 @@ class Bench:
                 self.models[name] = systems.checkpoint(system, self.layout.models / f"speed-{name}")
 
     def translate_all(self, test: dataset.TestSet) -> None:
-        """Greedy and beam 5 for every trained system; ours also with --quantize."""
+        """Greedy and beam 5 for every trained system; ours also with --quantize and, at beam 5,
+        with --early-stop (the stopping rule the peers use)."""
         for name, model in self.models.items():
             system = SYSTEMS[name]
             if system.train_only:
                 continue
-            for quantize in (False, True) if system.ours else (False,):
-                for beam in (1, 5):
-                    label = f"translate {name} beam {beam}{' int8' if quantize else ''}"
-                    with self.rec.step(label):
-                        run = measure.translate(self.layout, system, model, test, beam, quantize)
-                        self.results.translation.append(run)
-                        self.results.commands.append(run.command)
-                        if run.returncode != 0:
-                            raise RuntimeError(f"{label} exited with {run.returncode}")
+            runs = [(beam, False, False) for beam in (1, 5)]
+            if system.ours:  # also int8, and the peers' beam stopping rule
+                runs += [(1, True, False), (5, True, False), (5, False, True), (5, True, True)]
+            for beam, quantize, early in runs:
+                label = f"translate {name} beam {beam}{' int8' if quantize else ''}"
+                label += " early-stop" if early else ""
+                with self.rec.step(label):
+                    run = measure.translate(
+                        self.layout, system, model, test, beam, quantize, early_stop=early
+                    )
+                    self.results.translation.append(run)
+                    self.results.commands.append(run.command)
+                    if run.returncode != 0:
+                        raise RuntimeError(f"{label} exited with {run.returncode}")
 
     def latency_all(self, test: dataset.TestSet) -> None:
         """The one-sentence latency of every trained system."""
