@@ -66,6 +66,8 @@ def main() -> int:
         "-r",
         str(args.out / "all.rev"),
     ]
+    for name in ("all.fwd", "all.rev"):  # eflomal will not overwrite an earlier run's output
+        (args.out / name).unlink(missing_ok=True)
     started = time.monotonic()
     subprocess.run(command, check=True)
     seconds = time.monotonic() - started

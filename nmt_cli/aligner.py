@@ -1,4 +1,5 @@
-"""Word alignments from a model's attention: forced alignment of given pairs, or of its own output.
+"""Word alignments from a model's attention (or gradient saliency): forced alignment of given
+pairs, or of the model's own output.
 
 This composes the translator (attention over pieces) with the pure alignment core (pieces →
 words → links, symmetrisation). Rendering is left to the caller.
@@ -34,6 +35,10 @@ class AlignOptions:
     shift: int = 0  # use the attention of step t+shift for target unit t
     include_eos: bool = False  # keep the EOS row/column as a pseudo-word </s>
     symmetrize: str = "grow-diag-final-and"  # with a reverse model; "mean" averages weights
+    weights: str = "attention"  # attention, saliency (gradient × input) or both (their mean)
+
+
+WEIGHTS = ("attention", "saliency", "both")
 
 
 @dataclass
@@ -49,9 +54,21 @@ class PairAlignment:
     translated: bool = False  # the target was produced by the model
 
 
+def forced_weights(translator, source: str, target: str, kind: str = "attention"):
+    """Teacher-forced piece-level weights (src_pieces, tgt_pieces, (T+1, S)) of one pair: the
+    model's attention, its gradient saliency, or the mean of the two ("both")."""
+    if kind == "attention":
+        return translator.forced_attention(source, target)
+    if kind == "saliency":
+        return translator.forced_saliency(source, target)
+    src_pieces, tgt_pieces, attention = translator.forced_attention(source, target)
+    saliency = translator.forced_saliency(source, target)[2]
+    return src_pieces, tgt_pieces, (attention + saliency) / 2
+
+
 def directional_links(raw: tuple[list[str], list[str], np.ndarray], options: AlignOptions):
     """Word attention and links of one direction from piece-level attention
-    (src_pieces, tgt_pieces, attention) as `Translator.forced_attention` gives it."""
+    (src_pieces, tgt_pieces, attention) as `forced_weights` gives it."""
     src_pieces, tgt_pieces, attention = raw
     if options.shift:
         attention = shift_rows(attention, options.shift)
@@ -85,10 +102,12 @@ def align_pair(
     translator, source: str, target: str, options: AlignOptions, reverse=None
 ) -> PairAlignment:
     """Forced alignment of one pair; with a reverse model, the two directions symmetrised."""
-    words, links = directional_links(translator.forced_attention(source, target), options)
+    words, links = directional_links(
+        forced_weights(translator, source, target, options.weights), options
+    )
     if reverse is None:
         return PairAlignment(source, target, words.src_words, words.tgt_words, words.weights, links)
-    back = directional_links(reverse.forced_attention(target, source), options)
+    back = directional_links(forced_weights(reverse, target, source, options.weights), options)
     return PairAlignment(source, target, *combine_directions(words, links, *back, options))
 
 

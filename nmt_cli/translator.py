@@ -19,7 +19,7 @@ from nmt_cli import checkpoint
 from nmt_cli.batching import collate
 from nmt_cli.config import Config
 from nmt_cli.errors import ArtifactError, ConfigError
-from nmt_cli.model.seq2seq import BOS_ID, EOS_ID, UNK_ID, Seq2Seq
+from nmt_cli.model.seq2seq import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Seq2Seq
 from nmt_cli.search import Hypothesis, beam_search, greedy_search
 
 
@@ -253,16 +253,52 @@ class Translator:
         return "".join(pieces).replace("▁", " ").strip()
 
     @torch.inference_mode()
+    def _forced_ids(self, source: str, target: str) -> tuple[np.ndarray, np.ndarray]:
+        src_ids = np.asarray(
+            self.src_tokenizer.encode(source)[: self.max_source_pieces], dtype=np.int64
+        )
+        return src_ids, np.asarray(self.tgt_tokenizer.encode(target), dtype=np.int64)
+
+    def _piece_names(self, src_ids: np.ndarray, tgt_ids: np.ndarray) -> tuple[list[str], list[str]]:
+        src_pieces = [self.src_tokenizer.id_to_piece(int(i)) for i in src_ids]
+        return src_pieces, [self.tgt_tokenizer.id_to_piece(int(i)) for i in tgt_ids]
+
+    def forced_saliency(self, source: str, target: str) -> tuple[list[str], list[str], np.ndarray]:
+        """Teacher-forced gradient × input saliency (T+1, S), rows summing to 1.
+
+        Row t is |∂ log p(y_t | y_<t, x) / ∂e_i · e_i| over the source piece embeddings e_i
+        (Ding et al. 2019, "Saliency-driven word alignment interpretation for NMT"), normalised:
+        how much each source piece moves the probability of the piece actually there. Unlike
+        attention it needs no attention layer. One batch of T+1 copies of the pair gives every
+        row in a single backward pass: copy t contributes only its step t.
+        """
+        src_ids, tgt_ids = self._forced_ids(source, target)
+        steps = len(tgt_ids) + 1
+        batch = collate([src_ids] * steps, [tgt_ids] * steps).to(self.device)
+        model = self.model
+        with torch.enable_grad():
+            embedded = model.encoder.embedding(batch.src).detach().requires_grad_()
+            state, memory = model.encode(batch.src, batch.src_lengths, embedded)
+            vectors = model.decoder(batch.tgt_in, state, memory)  # (copies, steps, O)
+            row = torch.arange(steps, device=self.device)
+            logits = model.generator(vectors[row, row]).float()  # (steps, V): copy t, step t
+            logits[:, [PAD_ID, BOS_ID]] = float("-inf")  # as in search
+            chosen = logits.log_softmax(dim=-1)[row, batch.tgt_out[0]]
+            (gradient,) = torch.autograd.grad(chosen.sum(), embedded)
+        saliency = (gradient * embedded).sum(dim=-1).abs().detach()  # (steps, S)
+        total = saliency.sum(dim=1, keepdim=True)
+        saliency = torch.where(total > 0, saliency / total.clamp_min(1e-30), 1.0 / len(src_ids))
+        return (*self._piece_names(src_ids, tgt_ids), saliency.float().cpu().numpy())
+
+    @torch.no_grad()
     def forced_attention(self, source: str, target: str) -> tuple[list[str], list[str], np.ndarray]:
         """Teacher-forced attention (T+1, S) of the model over the given target (rows incl. EOS)."""
         if self.model.decoder.attention is None:
             raise ConfigError(
-                f"{self.model_dir} was trained with --attention none: it has no attention to align with"
+                f"{self.model_dir} was trained with --attention none: it has no attention to "
+                "align with; use --weights saliency"
             )
-        src_ids = np.asarray(
-            self.src_tokenizer.encode(source)[: self.max_source_pieces], dtype=np.int64
-        )
-        tgt_ids = np.asarray(self.tgt_tokenizer.encode(target), dtype=np.int64)
+        src_ids, tgt_ids = self._forced_ids(source, target)
         batch = collate([src_ids], [tgt_ids]).to(self.device)
         state = self.model.encode(batch.src, batch.src_lengths)
         rows = []
@@ -270,9 +306,7 @@ class Translator:
             _, state, weights = self.model.step_log_probs(batch.tgt_in[:, t], state)
             rows.append(weights[0].float().cpu())
         attention = torch.stack(rows).numpy()[:, : len(src_ids)]
-        src_pieces = [self.src_tokenizer.id_to_piece(int(i)) for i in src_ids]
-        tgt_pieces = [self.tgt_tokenizer.id_to_piece(int(i)) for i in tgt_ids]
-        return src_pieces, tgt_pieces, attention
+        return (*self._piece_names(src_ids, tgt_ids), attention)
 
 
 def build_model(payload: dict, path: Path) -> tuple[Seq2Seq, Config]:

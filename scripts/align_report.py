@@ -1,9 +1,10 @@
 """AER of attention alignments for every extraction choice, one direction and symmetrised.
 
-Reads the attention of a source→target model and of a target→source model once per test pair
-(teacher-forced, as `nmt align --src --tgt` does), then extracts links with each choice that
-`nmt align` offers — argmax or a weight threshold, the attention of step t or t+1 (`--shift`),
-end-of-sentence kept or skipped — for each direction alone and for both symmetrised
+Reads the attention and the gradient saliency of a source→target model and of a target→source
+model once per test pair (teacher-forced, as `nmt align --src --tgt` does), then extracts links
+with each choice that `nmt align` offers — attention, saliency or both (`--weights`), argmax or
+a weight threshold, the attention of step t or t+1 (`--shift`), end-of-sentence kept or
+skipped — for each direction alone and for both symmetrised
 (intersection, grow-diag-final-and, union), and scores them against gold links (AER,
 precision, recall). Optional Pharaoh files from other aligners (e.g. eflomal) are scored in
 the same table. Writes a Markdown report.
@@ -24,7 +25,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from nmt_cli.aligner import AlignOptions, combine_directions, directional_links  # noqa: E402
+from nmt_cli.aligner import (  # noqa: E402
+    AlignOptions,
+    combine_directions,
+    directional_links,
+    forced_weights,
+)
 from nmt_cli.alignment import (  # noqa: E402
     parse_pharaoh,
     read_gold,
@@ -33,7 +39,8 @@ from nmt_cli.alignment import (  # noqa: E402
 )
 from nmt_cli.translator import Translator  # noqa: E402
 
-METHODS = (("argmax", None), ("threshold", 0.5), ("threshold", 0.3))
+METHODS = (("argmax", None), ("threshold", 0.5), ("threshold", 0.3), ("threshold", 0.2))
+WEIGHTS = ("attention", "saliency", "both")
 SYMMETRIZATIONS = ("intersection", "grow-diag-final-and", "union", "mean")
 
 
@@ -41,8 +48,13 @@ def read_lines(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines()
 
 
-def attention_of(translator: Translator, pairs: list[tuple[str, str]]) -> list:
-    return [translator.forced_attention(source, target) for source, target in pairs]
+def weights_of(translator: Translator, pairs: list[tuple[str, str]], kind: str) -> list:
+    return [forced_weights(translator, source, target, kind) for source, target in pairs]
+
+
+def mean_raw(first: list, second: list) -> list:
+    """Piece-level weights averaged pair by pair: what `--weights both` reads."""
+    return [(s, t, (a + b) / 2) for (s, t, a), (_, _, b) in zip(first, second, strict=True)]
 
 
 def directional(raw, options: AlignOptions) -> list:
@@ -94,11 +106,15 @@ def error_split(predicted: list[set], gold: list, pairs: list[tuple[str, str]]) 
     )
 
 
-def choice_flags(method: str, threshold: float | None, shift: int, include_eos: bool) -> str:
-    flags = [f"--method {method}"]
+def choice_flags(
+    method: str, threshold: float | None, shift: int, include_eos: bool, weights: str
+) -> str:
+    flags = [] if weights == "attention" else [f"--weights {weights}"]
+    flags.append(f"--method {method}")
     if threshold is not None:
         flags.append(f"--threshold {threshold}")
-    flags.append(f"--shift {shift}")
+    if weights == "attention":  # the only weights --shift applies to
+        flags.append(f"--shift {shift}")
     if include_eos:
         flags.append("--include-eos")
     return " ".join(flags)
@@ -128,31 +144,47 @@ def main() -> None:
 
     pairs = list(zip(read_lines(args.src), read_lines(args.tgt), strict=True))
     gold = read_gold(args.gold)
+    forward, backward = Translator.load(args.forward), Translator.load(args.backward)
+    reversed_pairs = [(t, s) for s, t in pairs]
     started = time.monotonic()
-    forward_raw = attention_of(Translator.load(args.forward), pairs)
-    backward_raw = attention_of(Translator.load(args.backward), [(t, s) for s, t in pairs])
-    seconds = time.monotonic() - started
+    raw = {"attention": (weights_of(forward, pairs, "attention"),
+                         weights_of(backward, reversed_pairs, "attention"))}  # fmt: skip
+    seconds = {"attention": time.monotonic() - started}
+    started = time.monotonic()
+    raw["saliency"] = (weights_of(forward, pairs, "saliency"),
+                       weights_of(backward, reversed_pairs, "saliency"))  # fmt: skip
+    seconds["saliency"] = time.monotonic() - started
+    raw["both"] = (
+        mean_raw(raw["attention"][0], raw["saliency"][0]),
+        mean_raw(raw["attention"][1], raw["saliency"][1]),
+    )
 
     rows = []
     eos_differs = []
-    for method, threshold in METHODS:
-        for shift in (0, 1):
-            flags = choice_flags(method, threshold, shift, False)
-            options = AlignOptions(method=method, threshold=threshold or 0.5, shift=shift)
-            fwd = directional(forward_raw, options)
-            bwd = directional(backward_raw, options)
-            rows += score_choice(flags, fwd, bwd, options, gold)
-            eos = replace(options, include_eos=True)
-            with_eos = score_choice(
-                flags, directional(forward_raw, eos), directional(backward_raw, eos), eos, gold
-            )
-            eos_differs += [
-                (f"{flags} --include-eos", kind, score, links)
-                for (_, kind, score, links), (_, _, plain, _) in zip(
-                    with_eos, rows[-len(with_eos) :], strict=True
+    for weights in WEIGHTS:
+        forward_raw, backward_raw = raw[weights]
+        for method, threshold in METHODS:
+            for shift in (0, 1) if weights == "attention" else (0,):
+                flags = choice_flags(method, threshold, shift, False, weights)
+                options = AlignOptions(
+                    method=method, threshold=threshold or 0.5, shift=shift, weights=weights
                 )
-                if score != plain
-            ]
+                fwd = directional(forward_raw, options)
+                bwd = directional(backward_raw, options)
+                rows += score_choice(flags, fwd, bwd, options, gold)
+                if weights != "attention":
+                    continue
+                eos = replace(options, include_eos=True)
+                with_eos = score_choice(
+                    flags, directional(forward_raw, eos), directional(backward_raw, eos), eos, gold
+                )
+                eos_differs += [
+                    (f"{flags} --include-eos", kind, score, links)
+                    for (_, kind, score, links), (_, _, plain, _) in zip(
+                        with_eos, rows[-len(with_eos) :], strict=True
+                    )
+                    if score != plain
+                ]
     rows += eos_differs
     others = []
     for spec in args.other:
@@ -170,29 +202,37 @@ def main() -> None:
             f"| `{flags}` | {kind} | {percent(score.aer)} | {percent(score.precision)} | "
             f"{percent(score.recall)} | {score.predicted:,} |"
         )
+    best_attention = min(
+        (row for row in rows if "--weights" not in row[0]), key=lambda row: row[2].aer
+    )
     other_lines = [
         "| aligner | AER % | precision % | recall % | links |",
         "|---|---|---|---|---|",
-        f"| nmt attention, best of the table below (`{best[0]}`, {best[1]}) | {percent(best[2].aer)} | "
-        f"{percent(best[2].precision)} | {percent(best[2].recall)} | {best[2].predicted:,} |",
     ]
+    for name, row in (("nmt, best with attention", best_attention), ("nmt, best of all", best)):
+        other_lines.append(
+            f"| {name} (`{row[0]}`, {row[1]}) | {percent(row[2].aer)} | "
+            f"{percent(row[2].precision)} | {percent(row[2].recall)} | {row[2].predicted:,} |"
+        )
+    symmetrize = " --symmetrize mean" if best[1] == "symmetrised: mean" else ""
     for name, score in others:
         other_lines.append(
             f"| {name} | {percent(score.aer)} | {percent(score.precision)} | "
             f"{percent(score.recall)} | {score.predicted:,} |"
         )
     report = [
-        "# Word alignments from attention, scored against gold links",
+        "# Word alignments from attention and saliency, scored against gold links",
         "",
         f"{len(pairs):,} test pairs (`{args.src}`, `{args.tgt}`), gold `{args.gold}` "
         f"({sum(len(g.sure) for g in gold):,} sure links). Models: `{args.forward}` "
         f"(source→target) and `{args.backward}` (target→source); reading the attention of both "
-        f"over every pair took {seconds:.1f} s. AER = 1 − (|A∩S| + |A∩P|) / (|A| + |S|) "
+        f"over every pair took {seconds['attention']:.1f} s, their gradient saliency "
+        f"{seconds['saliency']:.1f} s. AER = 1 − (|A∩S| + |A∩P|) / (|A| + |S|) "
         "(Och & Ney 2003), counts summed over the corpus. Regenerate with `make align-report`: "
         "scripts/align_report.sh holds every command (both models' prepare and train, eflomal, "
-        "this report); one row of the table below is, from the shell, "
+        "this report); the best row of the tables below is, from the shell, "
         f"`nmt align -m {args.forward} --reverse-model {args.backward} --src {args.src} "
-        f"--tgt {args.tgt} --gold {args.gold} --method threshold --threshold 0.3` "
+        f"--tgt {args.tgt} --gold {args.gold} {best[0]}{symmetrize}` "
         "(grow-diag-final-and is the default --symmetrize).",
         "",
         "## Beside other aligners",
@@ -203,7 +243,10 @@ def main() -> None:
         "",
         "## Every extraction choice",
         "",
-        "With a reverse model, `nmt align --reverse-model M --symmetrize NAME` combines the two "
+        "`--weights` chooses what is read: the attention (default), the gradient × input "
+        "saliency of each source word for each target word (`saliency`), or the mean of the two "
+        "(`both`); `--shift` applies to attention only. With a reverse model, "
+        "`nmt align --reverse-model M --symmetrize NAME` combines the two "
         "directions; `mean` averages their word-level weights and extracts links from that with "
         "the same `--method`. "
         + (

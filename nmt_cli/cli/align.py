@@ -45,6 +45,12 @@ def align(
     shift: int = typer.Option(
         0, help="Align target word t with the attention of step t+SHIFT.", rich_help_panel=_EXTRACT
     ),
+    weights: str = typer.Option(
+        "attention",
+        help="attention; saliency (gradient × input: how much each source word moves the "
+        "probability of each target word); or both (their mean).",
+        rich_help_panel=_EXTRACT,
+    ),
     include_eos: bool = typer.Option(
         False,
         "--include-eos",
@@ -75,7 +81,7 @@ def align(
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
     threads: int = typer.Option(0, help="CPU threads (0: torch default)."),
 ) -> None:
-    """Word alignments from attention: heatmaps, Pharaoh links, AER against gold."""
+    """Word alignments from attention (or saliency): heatmaps, Pharaoh links, AER against gold."""
     import sys
 
     from nmt_cli.aligner import AlignOptions
@@ -93,6 +99,7 @@ def align(
         shift=shift,
         include_eos=include_eos,
         symmetrize=symmetrize,
+        weights=weights,
     )
     _check_options(options)
     search = SearchOptions(beam_size=beam).check()
@@ -127,10 +134,12 @@ def _check_png(png: Path) -> None:
 
 
 def _check_options(options) -> None:
+    from nmt_cli.aligner import WEIGHTS
     from nmt_cli.alignment import ALIGN_SYMMETRIZATIONS, EXTRACTION_METHODS, UNITS
     from nmt_cli.errors import ConfigError
 
     for value, valid, name in (
+        (options.weights, WEIGHTS, "--weights"),
         (options.unit, UNITS, "--unit"),
         (options.method, EXTRACTION_METHODS, "--method"),
         (options.symmetrize, ALIGN_SYMMETRIZATIONS, "--symmetrize"),
@@ -141,6 +150,11 @@ def _check_options(options) -> None:
         raise ConfigError(f"--threshold must be in (0, 1], got {options.threshold}")
     if options.shift not in (0, 1):
         raise ConfigError(f"--shift must be 0 or 1, got {options.shift}")
+    if options.shift and options.weights != "attention":
+        raise ConfigError(
+            "--shift reads the attention of a later step; it applies to --weights attention "
+            "only (saliency row t is already about target word t)"
+        )
 
 
 def _checked_pair_files(src, tgt, tsv, input):

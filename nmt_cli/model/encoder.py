@@ -32,9 +32,17 @@ class Encoder(nn.Module):
         self.directions = 2 if config.bidirectional else 1
         self.output_size = config.hidden_size * self.directions
 
-    def forward(self, src: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, Hidden]:
-        """States (B, S, M) for src (B, S) with lengths (B,), and the final state per layer (L, B, M)."""
-        embedded = self.dropout(self.embedding(src))  # (B, S, E)
+    def forward(
+        self, src: torch.Tensor, lengths: torch.Tensor, embedded: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, Hidden]:
+        """States (B, S, M) for src (B, S) with lengths (B,), and the final state per layer (L, B, M).
+
+        `embedded` (B, S, E), when given, replaces the looked-up embeddings of `src` (gradient
+        saliency differentiates with respect to them).
+        """
+        if embedded is None:
+            embedded = self.embedding(src)
+        embedded = self.dropout(embedded)  # (B, S, E)
         if isinstance(self.rnn, FastGRU) and self.rnn.use_fast_path(embedded):
             states, final = self.rnn.forward_padded(embedded, lengths)
             states = states * (src != 0).unsqueeze(-1)  # zeros at padding, as packing gives

@@ -44,9 +44,12 @@ class Seq2Seq(nn.Module):
             self.encoder.embedding.weight[PAD_ID].zero_()
             self.decoder.embedding.weight[PAD_ID].zero_()
 
-    def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> SearchState:
-        """Encoder states and key projections (once per batch) and the decoder's initial state."""
-        states, final = self.encoder(src, src_lengths)
+    def encode(
+        self, src: torch.Tensor, src_lengths: torch.Tensor, embedded: torch.Tensor | None = None
+    ) -> SearchState:
+        """Encoder states and key projections (once per batch) and the decoder's initial state;
+        `embedded` optionally stands in for the source embeddings (see `Encoder.forward`)."""
+        states, final = self.encoder(src, src_lengths, embedded)
         mask = src != PAD_ID  # (B, S)
         attention = self.decoder.attention
         keys = attention.project_keys(states) if attention is not None else states

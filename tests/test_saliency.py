@@ -1,0 +1,102 @@
+"""Gradient × input saliency as alignment weights: its batched computation, and `--weights`."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+from cli_runner import invoke
+
+from nmt_cli.aligner import AlignOptions, align_pair
+from nmt_cli.batching import collate
+from nmt_cli.errors import ConfigError
+from nmt_cli.model.seq2seq import BOS_ID, PAD_ID, Seq2Seq
+from nmt_cli.translator import Translator
+
+PAIR = ("green bird sun", "SUN BIRD GREEN")
+
+
+def one_step_at_a_time(translator: Translator, source: str, target: str) -> np.ndarray:
+    """The saliency rows the slow way: one sentence, one backward pass per target step."""
+    src_ids, tgt_ids = translator._forced_ids(source, target)
+    batch = collate([src_ids], [tgt_ids])
+    model = translator.model
+    rows = []
+    for t in range(len(tgt_ids) + 1):
+        embedded = model.encoder.embedding(batch.src).detach().requires_grad_()
+        state, memory = model.encode(batch.src, batch.src_lengths, embedded)
+        logits = model.generator(model.decoder(batch.tgt_in, state, memory)[0, t]).float()
+        logits[[PAD_ID, BOS_ID]] = float("-inf")
+        logits.log_softmax(dim=-1)[batch.tgt_out[0, t]].backward()
+        row = (embedded.grad[0] * embedded[0]).sum(dim=-1).abs().detach()
+        rows.append((row / row.sum()).numpy())
+    return np.stack(rows)
+
+
+def test_saliency_rows_equal_one_backward_pass_per_step(toy_model_dir):
+    translator = Translator.load(toy_model_dir)
+    src_pieces, tgt_pieces, saliency = translator.forced_saliency(*PAIR)
+    attention_shape = translator.forced_attention(*PAIR)[2].shape
+    assert saliency.shape == attention_shape == (len(tgt_pieces) + 1, len(src_pieces))
+    np.testing.assert_allclose(saliency.sum(axis=1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(saliency, one_step_at_a_time(translator, *PAIR), atol=1e-5)
+
+
+def test_saliency_needs_no_attention_layer(toy_model_dir):
+    translator = Translator.load(toy_model_dir)
+    translator.model = Seq2Seq(replace(translator.config.model, attention="none")).eval()
+    with pytest.raises(ConfigError, match="--weights saliency"):
+        translator.forced_attention(*PAIR)
+    pair = align_pair(translator, *PAIR, AlignOptions(weights="saliency"))
+    assert pair.weights.shape == (3, 3)
+    assert len(pair.links) == 3  # argmax: one link per target word
+
+
+def test_both_is_the_mean_of_attention_and_saliency(toy_model_dir):
+    translator = Translator.load(toy_model_dir)
+    weights = {
+        kind: align_pair(translator, *PAIR, AlignOptions(weights=kind)).weights
+        for kind in ("attention", "saliency", "both")
+    }
+    assert not np.allclose(weights["attention"], weights["saliency"])
+    np.testing.assert_allclose(
+        weights["both"], (weights["attention"] + weights["saliency"]) / 2, atol=1e-6
+    )
+
+
+def test_align_cli_with_saliency_weights(toy_model_dir, tmp_path):
+    text = "apple river ||| RIVER APPLE\ngreen bird sun ||| SUN BIRD GREEN\n"
+    gold = tmp_path / "gold.align"
+    gold.write_text("0-1 1-0\n0-2 1-1 2-0\n")
+    result = invoke(
+        "align", "-m", toy_model_dir, "--view", "none", "--weights", "saliency",
+        "--reverse-model", toy_model_dir, "--gold", gold, input=text,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2 and all(lines)
+    assert "AER" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--weights", "gradients"], "--weights"),
+        (["--weights", "saliency", "--shift", "1"], "--shift"),
+    ],
+)
+def test_align_refuses_bad_weight_options(toy_model_dir, args, message):
+    result = invoke("align", "-m", toy_model_dir, "--view", "none", *args, input="a ||| A\n")
+    assert result.exit_code == 2 and message in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_saliency_works_under_no_grad_and_leaves_no_gradient_behind(toy_model_dir):
+    translator = Translator.load(toy_model_dir)
+    with torch.no_grad():
+        saliency = translator.forced_saliency(*PAIR)[2]
+        assert not torch.is_grad_enabled()  # the caller's mode is back
+    assert np.isfinite(saliency).all() and saliency.max() > 0
+    assert all(p.grad is None for p in translator.model.parameters())
