@@ -18,9 +18,10 @@ Conventions shared by both searches:
 - Every index given to `step` and `reorder` lives on the device of `max_lengths`: pass it on the
   model's device. Attention in the results is on the CPU.
 - Beam search stops a sentence when no live hypothesis can change its n-best (exact). With
-  `early_stop`, it also stops one as soon as the best extension of a step ends the sentence and
-  its n-best list is full, the rule of OpenNMT-py and Joey NMT: fewer steps, and the n-best may
-  miss a longer hypothesis that would have scored higher after length normalisation.
+  `early_stop`, it also stops one once the best extension of some step has ended the sentence
+  and its n-best list is full, the rule of OpenNMT-py and Joey NMT: fewer steps, and the n-best
+  may miss a longer hypothesis that would have scored higher after length normalisation (or,
+  with nbest > 1, one that would have entered the list even without a length penalty).
 """
 
 from __future__ import annotations

@@ -119,6 +119,9 @@ class Translation:
     truncated: bool = False  # the source was longer than the model's limit and was cut
 
 
+SALIENCY_CHUNK = 32  # target steps whose saliency one backward pass computes
+
+
 class Translator:
     """A loaded model directory: model, configuration and tokenizers."""
 
@@ -252,7 +255,6 @@ class Translator:
     def _text(self, pieces: list[str]) -> str:
         return "".join(pieces).replace("▁", " ").strip()
 
-    @torch.inference_mode()
     def _forced_ids(self, source: str, target: str) -> tuple[np.ndarray, np.ndarray]:
         src_ids = np.asarray(
             self.src_tokenizer.encode(source)[: self.max_source_pieces], dtype=np.int64
@@ -269,28 +271,48 @@ class Translator:
         Row t is |∂ log p(y_t | y_<t, x) / ∂e_i · e_i| over the source piece embeddings e_i
         (Ding et al. 2019, "Saliency-driven word alignment interpretation for NMT"), normalised:
         how much each source piece moves the probability of the piece actually there. Unlike
-        attention it needs no attention layer. One batch of T+1 copies of the pair gives every
-        row in a single backward pass: copy t contributes only its step t.
+        attention it needs no attention layer.
+
+        Copies of the pair are decoded side by side, copy t only as far as step t, and one
+        backward pass gives all their rows: copy t contributes only its step t. Copies go in
+        chunks of `SALIENCY_CHUNK`, so memory grows with the target length, not its square.
         """
         src_ids, tgt_ids = self._forced_ids(source, target)
         steps = len(tgt_ids) + 1
-        batch = collate([src_ids] * steps, [tgt_ids] * steps).to(self.device)
-        model = self.model
-        with torch.enable_grad():
-            embedded = model.encoder.embedding(batch.src).detach().requires_grad_()
-            state, memory = model.encode(batch.src, batch.src_lengths, embedded)
-            vectors = model.decoder(batch.tgt_in, state, memory)  # (copies, steps, O)
-            row = torch.arange(steps, device=self.device)
-            logits = model.generator(vectors[row, row]).float()  # (steps, V): copy t, step t
-            logits[:, [PAD_ID, BOS_ID]] = float("-inf")  # as in search
-            chosen = logits.log_softmax(dim=-1)[row, batch.tgt_out[0]]
-            (gradient,) = torch.autograd.grad(chosen.sum(), embedded)
-        saliency = (gradient * embedded).sum(dim=-1).abs().detach()  # (steps, S)
+        rows = []
+        # Grad mode even inside a caller's inference_mode; cuDNN runs an RNN backward only in
+        # training mode, and the model stays in eval mode (no dropout) here.
+        with (
+            torch.inference_mode(False),
+            torch.enable_grad(),
+            torch.backends.cudnn.flags(enabled=False),
+        ):
+            full = collate([src_ids], [tgt_ids]).to(self.device)
+            for first in range(0, steps, SALIENCY_CHUNK):
+                index = torch.arange(first, min(steps, first + SALIENCY_CHUNK), device=self.device)
+                rows.append(self._saliency_rows(full, index))
+        saliency = torch.cat(rows)[:, : len(src_ids)]  # (steps, S)
         total = saliency.sum(dim=1, keepdim=True)
-        saliency = torch.where(total > 0, saliency / total.clamp_min(1e-30), 1.0 / len(src_ids))
+        uniform = 1.0 / max(len(src_ids), 1)
+        saliency = torch.where(total > 0, saliency / total.clamp_min(1e-30), uniform)
         return (*self._piece_names(src_ids, tgt_ids), saliency.float().cpu().numpy())
 
-    @torch.no_grad()
+    def _saliency_rows(self, full, index: torch.Tensor) -> torch.Tensor:
+        """Unnormalised saliency rows (len(index), S): copy k decodes up to step index[k]."""
+        model, copies = self.model, len(index)
+        src = full.src.repeat(copies, 1)
+        tgt_in = full.tgt_in[:, : int(index[-1]) + 1].repeat(copies, 1)  # the decoder is causal
+        embedded = model.encoder.embedding(src).detach().requires_grad_()
+        state, memory = model.encode(src, full.src_lengths.repeat(copies), embedded)
+        vectors = model.decoder(tgt_in, state, memory)  # (copies, steps so far, O)
+        copy = torch.arange(copies, device=src.device)
+        logits = model.generator(vectors[copy, index]).float()  # copy k at step index[k]
+        logits[:, [PAD_ID, BOS_ID]] = float("-inf")  # as in search
+        chosen = logits.log_softmax(dim=-1)[copy, full.tgt_out[0, index]]
+        (gradient,) = torch.autograd.grad(chosen.sum(), embedded)
+        return (gradient * embedded).sum(dim=-1).abs().detach()
+
+    @torch.inference_mode()
     def forced_attention(self, source: str, target: str) -> tuple[list[str], list[str], np.ndarray]:
         """Teacher-forced attention (T+1, S) of the model over the given target (rows incl. EOS)."""
         if self.model.decoder.attention is None:

@@ -36,8 +36,9 @@ def translate(
     early_stop: bool = typer.Option(
         False,
         "--early-stop",
-        help="Beam: stop a sentence once a step's best hypothesis ends it (as OpenNMT-py and "
-        "Joey NMT do): faster, may miss a longer, better-scoring one.",
+        help="Beam: stop a sentence once a step's best hypothesis has ended it and the n-best "
+        "list is full (as OpenNMT-py and Joey NMT do): faster, may miss a longer, "
+        "better-scoring one.",
         rich_help_panel=_SEARCH,
     ),
     replace_unk: bool = typer.Option(
