@@ -58,3 +58,15 @@ def test_cuda_and_cpu_greedy_agree_on_a_float32_model(toy_model_dir):
     gpu = invoke("translate", "-m", toy_model_dir, "--device", "cuda", "--beam", "1", input=text)
     assert cpu.exit_code == gpu.exit_code == 0
     assert cpu.stdout.count("\n") == gpu.stdout.count("\n") == 2
+
+
+def test_saliency_on_cuda_matches_the_cpu(toy_model_dir):
+    # cuDNN refuses an RNN backward in eval mode: saliency must not go through it.
+    import numpy as np
+
+    from nmt_cli.translator import Translator
+
+    pair = ("green bird sun", "SUN BIRD GREEN")
+    cpu = Translator.load(toy_model_dir, device="cpu").forced_saliency(*pair)[2]
+    gpu = Translator.load(toy_model_dir, device="cuda").forced_saliency(*pair)[2]
+    np.testing.assert_allclose(gpu, cpu, atol=1e-4)
