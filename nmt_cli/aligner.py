@@ -61,9 +61,15 @@ def forced_weights(translator, source: str, target: str, kind: str = "attention"
         return translator.forced_attention(source, target)
     if kind == "saliency":
         return translator.forced_saliency(source, target)
-    src_pieces, tgt_pieces, attention = translator.forced_attention(source, target)
-    saliency = translator.forced_saliency(source, target)[2]
-    return src_pieces, tgt_pieces, (attention + saliency) / 2
+    return average_weights(
+        translator.forced_attention(source, target), translator.forced_saliency(source, target)
+    )
+
+
+def average_weights(first, second):
+    """The mean of two piece-level weight matrices of the same pair, as `--weights both` reads."""
+    src_pieces, tgt_pieces, weights = first
+    return src_pieces, tgt_pieces, (weights + second[2]) / 2
 
 
 def directional_links(raw: tuple[list[str], list[str], np.ndarray], options: AlignOptions):

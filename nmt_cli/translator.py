@@ -19,7 +19,7 @@ from nmt_cli import checkpoint
 from nmt_cli.batching import collate
 from nmt_cli.config import Config
 from nmt_cli.errors import ArtifactError, ConfigError
-from nmt_cli.model.seq2seq import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Seq2Seq
+from nmt_cli.model.seq2seq import BOS_ID, EOS_ID, UNK_ID, Seq2Seq
 from nmt_cli.search import Hypothesis, beam_search, greedy_search
 
 
@@ -306,9 +306,8 @@ class Translator:
         state, memory = model.encode(src, full.src_lengths.repeat(copies), embedded)
         vectors = model.decoder(tgt_in, state, memory)  # (copies, steps so far, O)
         copy = torch.arange(copies, device=src.device)
-        logits = model.generator(vectors[copy, index]).float()  # copy k at step index[k]
-        logits[:, [PAD_ID, BOS_ID]] = float("-inf")  # as in search
-        chosen = logits.log_softmax(dim=-1)[copy, full.tgt_out[0, index]]
+        log_probs = model.output_log_probs(vectors[copy, index])  # copy k at step index[k]
+        chosen = log_probs[copy, full.tgt_out[0, index]]
         (gradient,) = torch.autograd.grad(chosen.sum(), embedded)
         return (gradient * embedded).sum(dim=-1).abs().detach()
 

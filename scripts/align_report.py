@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from nmt_cli.aligner import (  # noqa: E402
     AlignOptions,
+    average_weights,
     combine_directions,
     directional_links,
     forced_weights,
@@ -54,7 +55,7 @@ def weights_of(translator: Translator, pairs: list[tuple[str, str]], kind: str) 
 
 def mean_raw(first: list, second: list) -> list:
     """Piece-level weights averaged pair by pair: what `--weights both` reads."""
-    return [(s, t, (a + b) / 2) for (s, t, a), (_, _, b) in zip(first, second, strict=True)]
+    return [average_weights(a, b) for a, b in zip(first, second, strict=True)]
 
 
 def directional(raw, options: AlignOptions) -> list:

@@ -70,10 +70,14 @@ class Seq2Seq(nn.Module):
         """Score the next token: log-probs (B, V) for prev (B,); PAD and BOS are never generated."""
         state, memory = search_state
         vector, state, weights = self.decoder.step(prev, state, memory)
-        logits = self.generator(vector.squeeze(1)).float()
+        return self.output_log_probs(vector.squeeze(1)), (state, memory), weights
+
+    def output_log_probs(self, vectors: torch.Tensor) -> torch.Tensor:
+        """Float32 log-probs (N, V) of attentional vectors (N, O), PAD and BOS closed."""
+        logits = self.generator(vectors).float()
         logits[:, PAD_ID] = float("-inf")
         logits[:, BOS_ID] = float("-inf")
-        return torch.log_softmax(logits, dim=-1), (state, memory), weights
+        return torch.log_softmax(logits, dim=-1)
 
     @staticmethod
     def reorder(search_state: SearchState, index: torch.Tensor) -> SearchState:
