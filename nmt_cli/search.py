@@ -26,6 +26,7 @@ Conventions shared by both searches:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -198,16 +199,45 @@ def _check_beam_options(beam_size: int, nbest: int) -> None:
         )
 
 
+@functools.lru_cache
+def _block_size(vocab: int) -> int:
+    """The largest divisor of `vocab` in [16, 128] (0 if none): the block of the two-stage top-k."""
+    return next((size for size in range(128, 15, -1) if vocab % size == 0), 0)
+
+
 def _best_extensions(
     scores: torch.Tensor, log_probs: torch.Tensor, beam_size: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Each sentence's best one-token extensions: their scores, source rows and tokens (A, W')."""
+    """Each sentence's best one-token extensions: their scores, source rows and tokens (A, W').
+
+    Same result as a top-k over all W·V candidate scores, found in two stages because a plain
+    top-k over them is several times slower on CPU than a max-reduction: split every row's
+    vocabulary into blocks of 16 to 128 ids, take the k best blocks of the sentence by their
+    maximum, then the k best candidates within those blocks. Each of the k best candidates lies
+    in one of the k best blocks (fewer than k blocks can hold a larger maximum), so nothing is
+    missed; tied scores may resolve to other (equal-scored) candidates than a plain top-k's.
+    """
     active, width = scores.shape
     vocab = log_probs.size(1)
-    candidates = scores.unsqueeze(2) + log_probs.view(active, width, vocab).float()  # (A, W, V)
-    top, index = candidates.view(active, width * vocab).topk(min(beam_size, width * vocab), dim=1)
-    first_row = torch.arange(active, device=scores.device).unsqueeze(1) * width  # (A, 1)
-    return top, first_row + index // vocab, index % vocab
+    k = min(beam_size, width * vocab)
+    block = _block_size(vocab)
+    if not block or width * (vocab // block) < k:  # too few blocks to pick k from
+        candidates = scores.unsqueeze(2) + log_probs.view(active, width, vocab).float()
+        top, index = candidates.view(active, width * vocab).topk(k, dim=1)
+        first_row = torch.arange(active, device=scores.device).unsqueeze(1) * width  # (A, 1)
+        return top, first_row + index // vocab, index % vocab
+    blocks = vocab // block
+    log_probs = log_probs.float()
+    block_max = log_probs.view(active, width, blocks, block).amax(3) + scores.unsqueeze(2)
+    _, best_blocks = block_max.view(active, width * blocks).topk(k, dim=1)  # (A, k)
+    beam = best_blocks // blocks  # (A, k) the live hypothesis each block extends
+    rows = torch.arange(active, device=scores.device).unsqueeze(1) * width + beam  # (A, k)
+    columns = (best_blocks % blocks).unsqueeze(2) * block + torch.arange(
+        block, device=scores.device
+    )  # (A, k, block) vocabulary ids
+    candidates = log_probs[rows.unsqueeze(2), columns] + scores.gather(1, beam).unsqueeze(2)
+    top, index = candidates.view(active, k * block).topk(k, dim=1)  # (A, k)
+    return top, rows.gather(1, index // block), columns.view(active, k * block).gather(1, index)
 
 
 def _collect_finished(

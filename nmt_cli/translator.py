@@ -384,13 +384,39 @@ def _check_shapes(model: Seq2Seq, weights: dict, path: Path) -> None:
 
 
 def quantize_model(model: Seq2Seq) -> Seq2Seq:
-    """int8 dynamic quantization of the linear and recurrent layers (CPU inference only)."""
+    """int8 dynamic quantization of the linear and recurrent layers (CPU inference only).
+
+    torch maps only the exact nn.GRU class to its quantized GRU, so each `FastGRU` (whose fast
+    path serves training only) is first handed over as a plain nn.GRU with the same weights.
+    """
     import warnings
 
     from torch.ao.quantization import quantize_dynamic
 
+    from nmt_cli.model.gru import FastGRU
+
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if type(child) is FastGRU:
+                setattr(module, name, _plain_gru(child))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch's deprecation notices are not the user's concern
         return quantize_dynamic(
             model, {torch.nn.Linear, torch.nn.GRU, torch.nn.LSTM}, dtype=torch.qint8
         )
+
+
+def _plain_gru(gru: torch.nn.GRU) -> torch.nn.GRU:
+    """An nn.GRU with the same shape and weights as `gru`."""
+    with _without_random_init():
+        plain = torch.nn.GRU(
+            gru.input_size,
+            gru.hidden_size,
+            num_layers=gru.num_layers,
+            bias=gru.bias,
+            batch_first=gru.batch_first,
+            dropout=gru.dropout,
+            bidirectional=gru.bidirectional,
+        )
+    plain.load_state_dict(gru.state_dict())
+    return plain.to(next(gru.parameters()).device).train(gru.training)

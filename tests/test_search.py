@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from nmt_cli.errors import ConfigError
+from nmt_cli import search
 from nmt_cli.search import Hypothesis, beam_search, greedy_search, length_penalty
 
 BOS, EOS = 0, 1
@@ -217,6 +218,41 @@ def test_beam_n_best_equals_an_exhaustive_beam(alpha: float) -> None:
             expected = reference_beam(model, sentence, limit, beam_size=4, alpha=alpha)[:3]
             assert [h.tokens for h in nbest] == [tokens for tokens, _ in expected]
             assert [h.score for h in nbest] == pytest.approx([score for _, score in expected])
+
+
+@pytest.mark.parametrize(("vocab", "width", "beam_size"), [(512, 5, 5), (1000, 1, 4), (640, 3, 8)])
+def test_two_stage_top_k_equals_a_plain_top_k(vocab: int, width: int, beam_size: int) -> None:
+    assert search._block_size(vocab) > 0  # the two-stage path runs
+    generator = torch.Generator().manual_seed(vocab)
+    active = 7
+    log_probs = (3 * torch.randn(active * width, vocab, generator=generator)).log_softmax(1)
+    log_probs[:, BOS] = NEG_INF
+    log_probs[2 * width, :] = NEG_INF  # a row closed to everything ...
+    log_probs[2 * width, EOS] = -0.5  # ... but EOS
+    scores = -5 * torch.rand(active, width, generator=generator)
+    scores[1, 0] = NEG_INF  # a sentence with a dead hypothesis
+    top, rows, tokens = search._best_extensions(scores, log_probs, beam_size)
+    candidates = (scores.unsqueeze(2) + log_probs.view(active, width, vocab)).view(active, -1)
+    expected, index = candidates.topk(min(beam_size, width * vocab), dim=1)
+    assert torch.equal(top, expected)  # random scores: no ties among the finite ones
+    finite = expected.isfinite()
+    first_row = torch.arange(active).unsqueeze(1) * width
+    assert torch.equal(rows[finite], (first_row + index // vocab)[finite])
+    assert torch.equal(tokens[finite], (index % vocab)[finite])
+    assert torch.equal(log_probs[rows, tokens] + scores.view(-1)[rows], top)
+
+
+def test_beam_with_a_large_vocabulary_matches_the_plain_top_k(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    model = MarkovModel(sentences=3, positions=8, vocab=512, seed=4, eos_bias=1.0)
+    limits = [8, 2, 6]
+    blocked = run_beam(model, [0, 1, 2], limits, beam_size=5, nbest=3, alpha=1.0)
+    monkeypatch.setattr(search, "_block_size", lambda vocab: 0)
+    plain = run_beam(model, [0, 1, 2], limits, beam_size=5, nbest=3, alpha=1.0)
+    assert [[h.tokens for h in n] for n in blocked] == [[h.tokens for h in n] for n in plain]
+    assert [[h.score for h in n] for n in blocked] == [[h.score for h in n] for n in plain]
+    assert all(len(n) == 3 for n in blocked)
 
 
 def test_early_stop_takes_the_first_ending_best_extension() -> None:

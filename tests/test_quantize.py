@@ -1,0 +1,49 @@
+"""`--quantize`: int8 dynamic quantization of every linear and recurrent layer for CPU search."""
+
+from __future__ import annotations
+
+import torch
+from cli_runner import invoke
+from torch.ao.nn.quantized import dynamic as qdynamic
+
+from nmt_cli.model.seq2seq import BOS_ID
+from nmt_cli.translator import Translator
+
+
+def test_every_linear_and_recurrent_layer_is_quantized(toy_model_dir):
+    model = Translator.load(toy_model_dir, device="cpu", quantize=True).model
+    float_layers = [
+        name
+        for name, module in model.named_modules()
+        if type(module) in (torch.nn.Linear, torch.nn.GRU, torch.nn.LSTM)
+        or isinstance(module, torch.nn.RNNBase)
+    ]
+    assert float_layers == []
+    assert isinstance(model.encoder.rnn, qdynamic.GRU)
+    assert isinstance(model.decoder.rnn, qdynamic.GRU)
+    assert isinstance(model.generator, qdynamic.Linear)
+
+
+@torch.inference_mode()
+def test_quantized_model_scores_like_the_float_one(toy_model_dir):
+    exact = Translator.load(toy_model_dir, device="cpu")
+    int8 = Translator.load(toy_model_dir, device="cpu", quantize=True)
+    src = torch.tensor([[5, 9, 12, 7, 3], [6, 11, 3, 0, 0]])
+    lengths = torch.tensor([5, 3])
+    inputs = [torch.full((2,), BOS_ID), torch.tensor([5, 9]), torch.tensor([12, 7])]
+    probs = []
+    for translator in (exact, int8):
+        state = translator.model.encode(src, lengths)
+        for prev in inputs:
+            log_probs, state, _ = translator.model.step_log_probs(prev, state)
+        probs.append(log_probs.exp())
+    assert (probs[0] - probs[1]).abs().max() < 0.05
+
+
+def test_quantized_translate_keeps_every_line(toy_model_dir):
+    lines = ["apple river", "", "green bird sun", "stone"]
+    result = invoke("translate", "-m", toy_model_dir, "--quantize", input="\n".join(lines) + "\n")
+    assert result.exit_code == 0, result.output
+    out = result.stdout.split("\n")
+    assert len(out) - 1 == len(lines) and out[1] == ""
+    assert out[0] and out[2] and out[3]
