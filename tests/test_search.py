@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from nmt_cli.errors import ConfigError
 from nmt_cli import search
+from nmt_cli.errors import ConfigError
 from nmt_cli.search import Hypothesis, beam_search, greedy_search, length_penalty
 
 BOS, EOS = 0, 1
