@@ -84,7 +84,7 @@ class AdditiveAttention(Attention):
 
     def score(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         projected = self.query_proj(query)  # (B, T, A)
-        hidden = torch.tanh(keys.unsqueeze(1) + projected.unsqueeze(2))  # (B, T, S, A)
+        hidden = (keys.unsqueeze(1) + projected.unsqueeze(2)).tanh_()  # (B, T, S, A)
         return self.v(hidden).squeeze(-1)  # (B, T, S)
 
 
