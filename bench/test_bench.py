@@ -16,7 +16,7 @@ import pytest
 import report
 import throughput
 from layout import PEER_CONFIG_DIR
-from measure import LatencyResult, TrainingResult
+from measure import LatencyResult, TrainingResult, TranslationResult
 
 PEER_LOGS = PEER_CONFIG_DIR / "logs"
 
@@ -86,6 +86,36 @@ def test_goals_compare_with_the_better_peer():
     table = report.markdown(results)
     assert "| training tok/s ≥ 2× the faster peer | nmt | 1,700.0 | 1,600.0 | **pass** |" in table
     assert "| training: target tokens/s, steady state | 800 | 440 | 1,700 | 2.12 |" in table
+
+
+def _translation(system: str, search: str, sents_per_s: float, words: float, int8=False):
+    return TranslationResult(
+        system, search, int8, 64, 1000, 1000 / sents_per_s, sents_per_s, words, 500.0, 5.0, "",
+        0, "",
+    )  # fmt: skip
+
+
+def test_output_word_goals_and_a_report_rendered_again_from_its_json(tmp_path: Path):
+    options = {"systems": ["onmt", "joey", "nmt"], "data": "", "bench_minutes": 3, "warmup_s": 60}
+    options["latency_runs"] = 1
+    results = report.BenchResults(machine.describe(), {}, options, 100.0, "", {})
+    results.training = [_training("onmt", 800, 1500), _training("nmt", 1700, 1000)]
+    results.translation = [
+        _translation("onmt", "beam5", 40.0, 10.0),  # 400 words/s
+        _translation("joey", "beam5", 20.0, 12.0),
+        _translation("nmt", "beam5", 70.0, 10.0),  # 700 words/s: 1.75x
+        _translation("nmt", "beam5", 90.0, 10.0, int8=True),  # 900 words/s: 2.25x
+    ]
+    results.goals = report.goals(results)
+    verdicts = {g.goal: (g.measured, g.target, g.passed) for g in results.goals}
+    assert verdicts["beam 5 batch 64 output words/s ≥ 2× the faster peer"] == (700, 800, False)
+    int8 = "beam 5 --quantize batch 64 output words/s ≥ 2× the faster peer (its beam 5)"
+    assert verdicts[int8] == (900, 800, True)
+    assert verdicts["beam 5 batch 64 sents/s ≥ 2× the faster peer"] == (70, 80, False)
+    _, js = report.write(results, tmp_path)
+    again = report.load(js)
+    assert again == results
+    assert report.markdown(again) == report.markdown(results)
 
 
 def test_run_measures_time_memory_and_budget(tmp_path: Path):
