@@ -14,6 +14,7 @@ import numpy as np
 
 from nmt_cli.alignment import (
     extract_links,
+    grow_links,
     mean_weights,
     merge_to_words,
     shift_rows,
@@ -36,6 +37,12 @@ class AlignOptions:
     include_eos: bool = False  # keep the EOS row/column as a pseudo-word </s>
     symmetrize: str = "grow-diag-final-and"  # with a reverse model; "mean" averages weights
     weights: str = "attention"  # attention, saliency (gradient × input) or both (their mean)
+    grow_threshold: float = 0.0  # > 0: grow links into neighbours of at least this weight
+
+    def links(self, weights: np.ndarray) -> set[Link]:
+        """Links (i, j) from word weights (T, S) by this method, grown when asked."""
+        links = extract_links(weights, self.method, self.threshold)
+        return grow_links(links, weights, self.grow_threshold) if self.grow_threshold else links
 
 
 WEIGHTS = ("attention", "saliency", "both")
@@ -81,7 +88,7 @@ def directional_links(raw: tuple[list[str], list[str], np.ndarray], options: Ali
     words = merge_to_words(
         attention, src_pieces, tgt_pieces, options.unit, drop_eos=not options.include_eos
     )
-    return words, words.without_eos(extract_links(words.weights, options.method, options.threshold))
+    return words, words.without_eos(options.links(words.weights))
 
 
 def combine_directions(
@@ -98,7 +105,7 @@ def combine_directions(
         return words.src_words, words.tgt_words, words.weights, links
     if options.symmetrize == "mean":  # </s> is dropped: the directions place it on other sides
         weights = mean_weights(words.weights[:n_tgt, :n_src], back_words.weights[:n_src, :n_tgt])
-        links = extract_links(weights, options.method, options.threshold)
+        links = options.links(weights)
         return words.src_words[:n_src], words.tgt_words[:n_tgt], weights, links
     links = symmetrize(links, transpose_links(back_links), options.symmetrize, n_src, n_tgt)
     return words.src_words, words.tgt_words, words.weights, links

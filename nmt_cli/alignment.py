@@ -256,6 +256,23 @@ def extract_links(weights: np.ndarray, method: str = "argmax", threshold: float 
     return {(int(i), int(j)) for j, i in zip(targets, sources, strict=True)}
 
 
+def grow_links(links: set[Link], weights: np.ndarray, grow_threshold: float) -> set[Link]:
+    """`links` grown, as grow-diag does, by neighbouring cells (diagonals included) of weight
+    (T, S) >= `grow_threshold` while one of their two words is still unaligned.
+
+    Hysteresis: a link needs the higher extraction threshold to start a group but only the
+    lower one to join it, so a multi-word unit whose weight is spread over several cells is
+    kept whole, while an isolated weak cell stays out.
+    """
+    if not 0.0 < grow_threshold <= 1.0:
+        raise ConfigError(f"grow threshold must be in (0, 1], got {grow_threshold}")
+    weights = np.asarray(weights)
+    grown = set(links)
+    candidates = extract_links(weights, "threshold", grow_threshold) | grown
+    _grow_diag(grown, candidates, weights.shape[1], weights.shape[0])
+    return grown
+
+
 def transpose_links(links: Iterable[Link]) -> set[Link]:
     """Swap both sides of every link, e.g. to read a target→source model's links as (src, tgt)."""
     return {(b, a) for a, b in links}

@@ -42,6 +42,7 @@ from nmt_cli.translator import Translator  # noqa: E402
 
 METHODS = (("argmax", None), ("threshold", 0.5), ("threshold", 0.3), ("threshold", 0.2))
 WEIGHTS = ("attention", "saliency", "both")
+GROWN = (("argmax", None, 0.15), ("threshold", 0.3, 0.15))  # grow threshold picked on dev
 SYMMETRIZATIONS = ("intersection", "grow-diag-final-and", "union", "mean")
 
 
@@ -108,12 +109,19 @@ def error_split(predicted: list[set], gold: list, pairs: list[tuple[str, str]]) 
 
 
 def choice_flags(
-    method: str, threshold: float | None, shift: int, include_eos: bool, weights: str
+    method: str,
+    threshold: float | None,
+    shift: int,
+    include_eos: bool,
+    weights: str,
+    grow: float | None = None,
 ) -> str:
     flags = [] if weights == "attention" else [f"--weights {weights}"]
     flags.append(f"--method {method}")
     if threshold is not None:
         flags.append(f"--threshold {threshold}")
+    if grow is not None:
+        flags.append(f"--grow-threshold {grow}")
     if weights == "attention":  # the only weights --shift applies to
         flags.append(f"--shift {shift}")
     if include_eos:
@@ -186,6 +194,15 @@ def main() -> None:
                     )
                     if score != plain
                 ]
+    for weights in WEIGHTS:
+        forward_raw, backward_raw = raw[weights]
+        for method, threshold, grow in GROWN:
+            flags = choice_flags(method, threshold, 0, False, weights, grow)
+            options = AlignOptions(
+                method=method, threshold=threshold or 0.5, weights=weights, grow_threshold=grow
+            )
+            fwd, bwd = directional(forward_raw, options), directional(backward_raw, options)
+            rows += score_choice(flags, fwd, bwd, options, gold)
     rows += eos_differs
     others = []
     for spec in args.other:
@@ -246,7 +263,10 @@ def main() -> None:
         "",
         "`--weights` chooses what is read: the attention (default), the gradient × input "
         "saliency of each source word for each target word (`saliency`), or the mean of the two "
-        "(`both`); `--shift` applies to attention only. With a reverse model, "
+        "(`both`); `--shift` applies to attention only. `--grow-threshold G` then adds, "
+        "around each link, neighbouring cells (diagonals included) of weight at least G while "
+        "one of their two words is unaligned, as grow-diag does with the union (G = 0.15 was "
+        "chosen on the dev split). With a reverse model, "
         "`nmt align --reverse-model M --symmetrize NAME` combines the two "
         "directions; `mean` averages their word-level weights and extracts links from that with "
         "the same `--method`. "

@@ -11,6 +11,7 @@ from nmt_cli.alignment import (
     check_range,
     extract_links,
     format_pharaoh,
+    grow_links,
     mean_weights,
     merge_to_words,
     parse_pharaoh,
@@ -139,6 +140,36 @@ def test_extraction_rejects_unknown_methods_and_thresholds():
         extract_links(WEIGHTS, "max")
     with pytest.raises(ConfigError, match="threshold"):
         extract_links(WEIGHTS, "threshold", 0.0)
+
+
+def test_grow_links_adds_weaker_neighbours_of_a_link_while_a_word_is_unaligned():
+    # rows: target words 0..2; columns: source words 0..3
+    weights = np.array(
+        [
+            [0.6, 0.25, 0.0, 0.2],  # (3, 0) reaches 0.2 but touches no link
+            [0.2, 0.0, 0.0, 0.0],
+            [0.0, 0.0, 0.1, 0.7],  # (2, 2) touches (3, 2) but stays below 0.2
+        ]
+    )
+    links = extract_links(weights, "threshold", 0.5)
+    assert links == {(0, 0), (3, 2)}
+    grown = grow_links(links, weights, 0.2)
+    # (1, 0) and (0, 1) touch (0, 0), and source word 1 and target word 1 are unaligned
+    assert grown == {(0, 0), (0, 1), (1, 0), (3, 2)}
+    assert grow_links(links, weights, 0.3) == links  # nothing reaches 0.3 beside the links
+    assert grow_links(set(), weights, 0.2) == set()  # growing needs a link to start from
+    with pytest.raises(ConfigError, match="grow threshold"):
+        grow_links(links, weights, 0.0)
+
+
+def test_grow_threshold_option_grows_the_extracted_links():
+    from nmt_cli.aligner import AlignOptions
+
+    weights = np.array([[0.6, 0.25], [0.0, 0.1]])
+    plain = AlignOptions(method="threshold", threshold=0.5)
+    assert plain.links(weights) == {(0, 0)}
+    grown = AlignOptions(method="threshold", threshold=0.5, grow_threshold=0.2)
+    assert grown.links(weights) == {(0, 0), (1, 0)}
 
 
 def test_transpose_links_swaps_sides():

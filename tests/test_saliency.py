@@ -85,6 +85,8 @@ def test_align_cli_with_saliency_weights(toy_model_dir, tmp_path):
     [
         (["--weights", "gradients"], "--weights"),
         (["--weights", "saliency", "--shift", "1"], "--shift"),
+        (["--method", "threshold", "--threshold", "0.3", "--grow-threshold", "0.3"], "below"),
+        (["--grow-threshold", "1.5"], "--grow-threshold"),
     ],
 )
 def test_align_refuses_bad_weight_options(toy_model_dir, args, message):

@@ -42,6 +42,12 @@ def align(
     threshold: float = typer.Option(
         0.5, help="Weight threshold for --method threshold.", rich_help_panel=_EXTRACT
     ),
+    grow_threshold: float = typer.Option(
+        0.0,
+        help="Also link neighbours (diagonals included) of a link whose weight reaches this "
+        "lower threshold while one of their words is unaligned; 0: off.",
+        rich_help_panel=_EXTRACT,
+    ),
     shift: int = typer.Option(
         0, help="Align target word t with the attention of step t+SHIFT.", rich_help_panel=_EXTRACT
     ),
@@ -100,6 +106,7 @@ def align(
         include_eos=include_eos,
         symmetrize=symmetrize,
         weights=weights,
+        grow_threshold=grow_threshold,
     )
     _check_options(options)
     search = SearchOptions(beam_size=beam).check()
@@ -148,6 +155,14 @@ def _check_options(options) -> None:
             raise ConfigError(f"{name} must be one of {', '.join(valid)}, got {value!r}")
     if not 0 < options.threshold <= 1:
         raise ConfigError(f"--threshold must be in (0, 1], got {options.threshold}")
+    if not 0 <= options.grow_threshold <= 1:
+        raise ConfigError(f"--grow-threshold must be in [0, 1], got {options.grow_threshold}")
+    if options.method == "threshold" and options.grow_threshold >= options.threshold:
+        raise ConfigError(
+            f"--grow-threshold ({options.grow_threshold}) must be below --threshold "
+            f"({options.threshold}): it lets weaker neighbours join links of at least "
+            "--threshold"
+        )
     if options.shift not in (0, 1):
         raise ConfigError(f"--shift must be 0 or 1, got {options.shift}")
     if options.shift and options.weights != "attention":
