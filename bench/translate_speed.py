@@ -39,6 +39,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=5, help="runs of the one-sentence latency")
     parser.add_argument("--work", type=Path, default=BENCH_DIR / "work" / "translate")
     parser.add_argument("--out", type=Path, default=BENCH_DIR)
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="rounds of the batch-64 runs (interleaved); their median time is reported",
+    )
     parser.add_argument("--skip-streaming", action="store_true")
     return parser.parse_args()
 
@@ -67,34 +73,52 @@ def line_count(path: Path) -> int:
 
 
 def speed_grid(args, src: Path, ref: Path, sentences: int) -> list[dict]:
-    rows = []
+    """Every search setting once, then the batch-64 ones again for `args.repeats` rounds in
+    all: this machine's timings move by up to a third between runs, and a median of
+    interleaved rounds is steadier than one run."""
     grid = [(b, bs, q, False) for b in (1, 5) for bs in (64, 1) for q in (False, True)]
     grid += [(5, 64, q, True) for q in (False, True)]  # the peers' stopping rule
-    for beam, batch, quantize, early in grid:
-        name = f"beam{beam}-bs{batch}{'-int8' if quantize else ''}{'-early' if early else ''}"
-        out = args.work / f"{name}.txt"
-        cmd = [OUR_NMT, "translate", "-m", args.model, "-i", src, "--beam", beam]
-        cmd += ["--batch-size", batch, *(["--quantize"] if quantize else [])]
-        cmd += ["--early-stop"] if early else []
-        run = procs.run(cmd, args.work / "logs" / f"{name}.log", stdout=out)
-        procs.check(run, name, args.work / "logs" / f"{name}.log")
-        score, signature = bleu(out, ref)
-        rows.append(
-            {
-                "search": "greedy" if beam == 1 else f"beam {beam}",
-                "early_stop": early,
-                "batch_size": batch,
-                "quantized": quantize,
-                "seconds": round(run.seconds, 2),
-                "sents_per_s": round(sentences / run.seconds, 1),
-                "bleu": score,
-                "signature": signature,
-                "max_rss_mib": round(run.max_rss_mib),
-                "command": run.command,
-            }
-        )
-        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-    return rows
+    times: dict[tuple, list[float]] = {setting: [] for setting in grid}
+    rows: dict[tuple, dict] = {}
+    for round_ in range(max(1, args.repeats)):
+        for setting in grid:
+            beam, batch, quantize, early = setting
+            if round_ and batch != 64:
+                continue
+            name = f"beam{beam}-bs{batch}{'-int8' if quantize else ''}{'-early' if early else ''}"
+            out = args.work / f"{name}.txt"
+            cmd = [OUR_NMT, "translate", "-m", args.model, "-i", src, "--beam", beam]
+            cmd += ["--batch-size", batch, *(["--quantize"] if quantize else [])]
+            cmd += ["--early-stop"] if early else []
+            run = procs.run(cmd, args.work / "logs" / f"{name}.log", stdout=out)
+            procs.check(run, name, args.work / "logs" / f"{name}.log")
+            times[setting].append(round(run.seconds, 2))
+            score, signature = bleu(out, ref)
+            row = rows.setdefault(
+                setting,
+                {
+                    "search": "greedy" if beam == 1 else f"beam {beam}",
+                    "early_stop": early,
+                    "batch_size": batch,
+                    "quantized": quantize,
+                    "bleu": score,
+                    "signature": signature,
+                    "max_rss_mib": 0,
+                    "command": run.command,
+                },
+            )
+            if score != row["bleu"]:
+                print(f"warning: {name} BLEU {score} in round {round_ + 1}, {row['bleu']} "
+                      "in the first", file=sys.stderr)  # fmt: skip
+            seconds = statistics.median(times[setting])
+            row.update(
+                seconds=seconds,
+                runs_s=times[setting],
+                sents_per_s=round(sentences / seconds, 1),
+                max_rss_mib=max(row["max_rss_mib"], round(run.max_rss_mib)),
+            )
+            print(json.dumps(row), file=sys.stderr, flush=True)
+    return [rows[setting] for setting in grid]
 
 
 def latency(args) -> dict:
@@ -161,6 +185,14 @@ def ratio(value: float, reference: float) -> str:
     return f"{value / reference:.2f}×"
 
 
+def _seconds(row: dict) -> str:
+    """The median time, with every run's when there were several."""
+    runs = row.get("runs_s", [])
+    if len(runs) < 2:
+        return str(row["seconds"])
+    return f"{row['seconds']} ({', '.join(str(r) for r in runs)})"
+
+
 def write(args, results: dict) -> Path:
     grid, lat = results["grid"], results["latency"]
     best_peer = {k: max(p[k] for p in PEERS.values()) for k in ("greedy", "beam 5")}
@@ -169,21 +201,22 @@ def write(args, results: dict) -> Path:
         "",
         f"Model `{results['model']}` ({results['model_note']}); {results['sentences']:,} "
         f"test_2016_flickr sentences; {results['date']}; {results['machine']}.",
-        "Wall time from process start to exit (start-up and model load included). The peers' "
+        "Wall time from process start to exit (start-up and model load included); batch-64 "
+        "rows are the median of interleaved rounds (every round's seconds in brackets). The peers' "
         "figures are **quoted**, not measured here: OpenNMT-py and Joey NMT translating with "
         "their own 20-minute models on a 2-core CPU in an earlier measurement, timed the same "
         "way. In `make bench` (bench/RESULTS.md), which measures them in the same run on "
         "minutes-trained models, they were faster than these quoted figures. Regenerate with "
         "`make bench-translate MODEL=<dir>`.",
         "",
-        "| search | batch | int8 | sent/s | × faster peer (quoted, batch 64) | BLEU | seconds | peak RSS MiB |",
+        "| search | batch | int8 | sent/s | × faster peer (quoted, batch 64) | BLEU | seconds (median) | peak RSS MiB |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for row in grid:
         lines.append(
             f"| {row['search']}{', --early-stop' if row.get('early_stop') else ''} | {row['batch_size']} | {'yes' if row['quantized'] else 'no'} | "
             f"{row['sents_per_s']} | {ratio(row['sents_per_s'], best_peer[row['search']])} | "
-            f"{row['bleu']} | {row['seconds']} | {row['max_rss_mib']} |"
+            f"{row['bleu']} | {_seconds(row)} | {row['max_rss_mib']} |"
         )
     for name, peer in PEERS.items():
         lines.append(
