@@ -62,7 +62,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add(
         "--render",
         action="store_true",
-        help="measure nothing: rewrite RESULTS.md (goals included) from OUT/results.json",
+        help="measure nothing: recompute the goals of OUT/results.json, rewrite it and RESULTS.md",
     )
     args = parser.parse_args(argv)
     check_systems(parser, args)

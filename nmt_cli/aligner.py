@@ -39,9 +39,8 @@ class AlignOptions:
     weights: str = "attention"  # attention, saliency (gradient × input) or both (their mean)
     grow_threshold: float = 0.0  # > 0: grow links into neighbours of at least this weight
 
-    def links(self, weights: np.ndarray) -> set[Link]:
-        """Links (i, j) from word weights (T, S) by this method, grown when asked."""
-        links = extract_links(weights, self.method, self.threshold)
+    def grown(self, links: set[Link], weights: np.ndarray) -> set[Link]:
+        """`links` grown over word weights (T, S) of real words only, when asked."""
         return grow_links(links, weights, self.grow_threshold) if self.grow_threshold else links
 
 
@@ -88,7 +87,9 @@ def directional_links(raw: tuple[list[str], list[str], np.ndarray], options: Ali
     words = merge_to_words(
         attention, src_pieces, tgt_pieces, options.unit, drop_eos=not options.include_eos
     )
-    return words, words.without_eos(options.links(words.weights))
+    links = words.without_eos(extract_links(words.weights, options.method, options.threshold))
+    n_src, n_tgt = words.real_shape()  # links to </s> mean "unaligned": no seed, no cell to grow
+    return words, options.grown(links, words.weights[:n_tgt, :n_src])
 
 
 def combine_directions(
@@ -105,7 +106,7 @@ def combine_directions(
         return words.src_words, words.tgt_words, words.weights, links
     if options.symmetrize == "mean":  # </s> is dropped: the directions place it on other sides
         weights = mean_weights(words.weights[:n_tgt, :n_src], back_words.weights[:n_src, :n_tgt])
-        links = options.links(weights)
+        links = options.grown(extract_links(weights, options.method, options.threshold), weights)
         return words.src_words[:n_src], words.tgt_words[:n_tgt], weights, links
     links = symmetrize(links, transpose_links(back_links), options.symmetrize, n_src, n_tgt)
     return words.src_words, words.tgt_words, words.weights, links

@@ -388,13 +388,16 @@ def quantize_model(model: Seq2Seq) -> Seq2Seq:
 
     torch maps only the exact nn.GRU class to its quantized GRU, so each `FastGRU` (whose fast
     path serves training only) is first handed over as a plain nn.GRU with the same weights.
+    The model given is left as it is; the quantized one is a copy.
     """
+    import copy
     import warnings
 
     from torch.ao.quantization import quantize_dynamic
 
     from nmt_cli.model.gru import FastGRU
 
+    model = copy.deepcopy(model)
     for module in list(model.modules()):
         for name, child in list(module.named_children()):
             if type(child) is FastGRU:
@@ -402,7 +405,7 @@ def quantize_model(model: Seq2Seq) -> Seq2Seq:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch's deprecation notices are not the user's concern
         return quantize_dynamic(
-            model, {torch.nn.Linear, torch.nn.GRU, torch.nn.LSTM}, dtype=torch.qint8
+            model, {torch.nn.Linear, torch.nn.GRU, torch.nn.LSTM}, dtype=torch.qint8, inplace=True
         )
 
 

@@ -162,14 +162,30 @@ def test_grow_links_adds_weaker_neighbours_of_a_link_while_a_word_is_unaligned()
         grow_links(links, weights, 0.0)
 
 
-def test_grow_threshold_option_grows_the_extracted_links():
-    from nmt_cli.aligner import AlignOptions
+def test_grow_links_on_a_wide_matrix_starts_from_every_link():
+    # 2 target words, 4 source words: the seed (3, 1) has a source index beyond the rows
+    weights = np.array([[0.0, 0.0, 0.0, 0.2], [0.0, 0.0, 0.25, 0.7]])
+    assert grow_links({(3, 1)}, weights, 0.2) == {(3, 1), (2, 1), (3, 0)}
 
-    weights = np.array([[0.6, 0.25], [0.0, 0.1]])
-    plain = AlignOptions(method="threshold", threshold=0.5)
-    assert plain.links(weights) == {(0, 0)}
-    grown = AlignOptions(method="threshold", threshold=0.5, grow_threshold=0.2)
-    assert grown.links(weights) == {(0, 0), (1, 0)}
+
+def test_grow_threshold_grows_directional_links_over_real_words_only():
+    from nmt_cli.aligner import AlignOptions, directional_links
+
+    src_pieces, tgt_pieces = ["▁a", "▁b", "▁c"], ["▁x", "▁y"]
+    # rows: x, y, the end-of-sentence step; columns: a, b, c, source end-of-sentence
+    attention = np.array([[0.8, 0.1, 0.0, 0.1], [0.0, 0.0, 0.3, 0.7], [0.0, 0.0, 0.1, 0.9]])
+    raw = (src_pieces, tgt_pieces, attention)
+    for include_eos in (False, True):
+        plain = AlignOptions(include_eos=include_eos)
+        grown = AlignOptions(include_eos=include_eos, grow_threshold=0.2)
+        _, links = directional_links(raw, plain)
+        _, grown_links = directional_links(raw, grown)
+        if include_eos:  # y's strongest weight is on </s>: unaligned, and no seed to grow from
+            assert links == grown_links == {(0, 0)}
+        else:  # without </s>, y's row is renormalised onto c and links there
+            assert links == grown_links == {(0, 0), (2, 1)}
+    wide = (src_pieces, tgt_pieces, np.array([[0.6, 0.3, 0.0], [0.0, 0.25, 0.75]]))
+    assert directional_links(wide, AlignOptions(grow_threshold=0.2))[1] == {(0, 0), (1, 0), (2, 1)}
 
 
 def test_transpose_links_swaps_sides():

@@ -6,8 +6,9 @@ import torch
 from cli_runner import invoke
 from torch.ao.nn.quantized import dynamic as qdynamic
 
+from nmt_cli.model.gru import FastGRU
 from nmt_cli.model.seq2seq import BOS_ID
-from nmt_cli.translator import Translator
+from nmt_cli.translator import Translator, quantize_model
 
 
 def test_every_linear_and_recurrent_layer_is_quantized(toy_model_dir):
@@ -22,6 +23,18 @@ def test_every_linear_and_recurrent_layer_is_quantized(toy_model_dir):
     assert isinstance(model.encoder.rnn, qdynamic.GRU)
     assert isinstance(model.decoder.rnn, qdynamic.GRU)
     assert isinstance(model.generator, qdynamic.Linear)
+
+
+def test_quantizing_leaves_the_given_model_as_it_was(toy_model_dir):
+    model = Translator.load(toy_model_dir, device="cpu").model
+    before = {name: value.clone() for name, value in model.state_dict().items()}
+    quantized = quantize_model(model)
+    assert quantized is not model
+    assert type(model.encoder.rnn) is FastGRU and type(model.decoder.rnn) is FastGRU
+    assert type(model.generator) is torch.nn.Linear
+    after = model.state_dict()
+    assert before.keys() == after.keys()
+    assert all(torch.equal(before[name], after[name]) for name in before)
 
 
 @torch.inference_mode()

@@ -240,6 +240,8 @@ def test_two_stage_top_k_equals_a_plain_top_k(vocab: int, width: int, beam_size:
     assert torch.equal(rows[finite], (first_row + index // vocab)[finite])
     assert torch.equal(tokens[finite], (index % vocab)[finite])
     assert torch.equal(log_probs[rows, tokens] + scores.view(-1)[rows], top)
+    assert torch.equal(rows // width, torch.arange(active).unsqueeze(1).expand_as(rows))
+    assert bool((tokens < vocab).all())
 
 
 def test_beam_with_a_large_vocabulary_matches_the_plain_top_k(
