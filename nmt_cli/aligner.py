@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nmt_cli.alignment import (
+    LinkRates,
+    WordAttention,
     extract_links,
     grow_links,
     mean_weights,
@@ -20,6 +22,7 @@ from nmt_cli.alignment import (
     shift_rows,
     symmetrize,
     transpose_links,
+    with_prior,
 )
 from nmt_cli.errors import InputError
 
@@ -31,13 +34,14 @@ class AlignOptions:
     """How attention becomes links."""
 
     unit: str = "word"  # word, char (scripts without spaces) or piece
-    method: str = "argmax"  # argmax per target unit, or threshold
+    method: str = "argmax"  # argmax per target unit, mutual (row and column), or threshold
     threshold: float = 0.5  # for method=threshold
     shift: int = 0  # use the attention of step t+shift for target unit t
     include_eos: bool = False  # keep the EOS row/column as a pseudo-word </s>
     symmetrize: str = "grow-diag-final-and"  # with a reverse model; "mean" averages weights
     weights: str = "attention"  # attention, saliency (gradient × input) or both (their mean)
     grow_threshold: float = 0.0  # > 0: grow links into neighbours of at least this weight
+    corpus_prior: float = 0.0  # > 0: share of the corpus link rates in a second pass
 
     def grown(self, links: set[Link], weights: np.ndarray) -> set[Link]:
         """`links` grown over word weights (T, S) of real words only, when asked."""
@@ -78,58 +82,143 @@ def average_weights(first, second):
     return src_pieces, tgt_pieces, (weights + second[2]) / 2
 
 
-def directional_links(raw: tuple[list[str], list[str], np.ndarray], options: AlignOptions):
-    """Word attention and links of one direction from piece-level attention
-    (src_pieces, tgt_pieces, attention) as `forced_weights` gives it."""
+def word_weights(raw: tuple[list[str], list[str], np.ndarray], options: AlignOptions):
+    """Word-level weights of one direction from piece-level weights
+    (src_pieces, tgt_pieces, (T+1, S)) as `forced_weights` gives them."""
     src_pieces, tgt_pieces, attention = raw
     if options.shift:
         attention = shift_rows(attention, options.shift)
-    words = merge_to_words(
+    return merge_to_words(
         attention, src_pieces, tgt_pieces, options.unit, drop_eos=not options.include_eos
     )
-    links = words.without_eos(extract_links(words.weights, options.method, options.threshold))
+
+
+def word_links(words, options: AlignOptions, prior: np.ndarray | None = None) -> set[Link]:
+    """Links of one direction from its word weights, mixed first with a (T, S) prior over the
+    real words when one is given (`--corpus-prior`)."""
     n_src, n_tgt = words.real_shape()  # links to </s> mean "unaligned": no seed, no cell to grow
-    return words, options.grown(links, words.weights[:n_tgt, :n_src])
+    weights = words.weights
+    if prior is not None:
+        weights = weights.copy()
+        weights[:n_tgt, :n_src] = with_prior(weights[:n_tgt, :n_src], prior, options.corpus_prior)
+    links = words.without_eos(extract_links(weights, options.method, options.threshold))
+    return options.grown(links, weights[:n_tgt, :n_src])
+
+
+def directional_links(raw: tuple[list[str], list[str], np.ndarray], options: AlignOptions):
+    """Word weights and links of one direction from piece-level weights."""
+    words = word_weights(raw, options)
+    return words, word_links(words, options)
 
 
 def combine_directions(
-    words, links: set[Link], back_words, back_links: set[Link], options: AlignOptions
+    words,
+    links: set[Link],
+    back_words,
+    back_links: set[Link],
+    options: AlignOptions,
+    prior: np.ndarray | None = None,
 ) -> tuple[list[str], list[str], np.ndarray, set[Link]]:
     """Source words, target words, weights (T, S) and links of a pair aligned both ways.
 
     `back_*` come from the target→source model. "mean" averages the two directions' weights
-    and extracts links from that; the other methods combine the two link sets. When the two
-    directions do not see the same units, the source→target alignment is kept as it is.
+    and extracts links from that (mixed with `prior` when given); the other methods combine
+    the two link sets. When the two directions do not see the same units, the source→target
+    alignment is kept as it is. The weights returned are the models' own, prior left out.
     """
     n_src, n_tgt = words.real_shape()
     if back_words.real_shape() != (n_tgt, n_src):
         return words.src_words, words.tgt_words, words.weights, links
     if options.symmetrize == "mean":  # </s> is dropped: the directions place it on other sides
         weights = mean_weights(words.weights[:n_tgt, :n_src], back_words.weights[:n_src, :n_tgt])
-        links = options.grown(extract_links(weights, options.method, options.threshold), weights)
+        mixed = weights if prior is None else with_prior(weights, prior, options.corpus_prior)
+        links = options.grown(extract_links(mixed, options.method, options.threshold), mixed)
         return words.src_words[:n_src], words.tgt_words[:n_tgt], weights, links
     links = symmetrize(links, transpose_links(back_links), options.symmetrize, n_src, n_tgt)
     return words.src_words, words.tgt_words, words.weights, links
 
 
+@dataclass
+class PairWeights:
+    """Word weights of one pair before any link is drawn: source→target, and target→source
+    when a reverse model is given; `words` is None for an empty translation."""
+
+    source: str
+    target: str
+    words: WordAttention | None
+    back: WordAttention | None = None
+    translated: bool = False
+
+    def real_words(self) -> tuple[list[str], list[str]]:
+        """Source and target words, the pseudo-word </s> left out."""
+        n_src, n_tgt = self.words.real_shape()
+        return self.words.src_words[:n_src], self.words.tgt_words[:n_tgt]
+
+
+def pair_weights(
+    translator, source: str, target: str, options: AlignOptions, reverse=None
+) -> PairWeights:
+    """Teacher-forced word weights of one pair, in both directions with a reverse model."""
+    words = word_weights(forced_weights(translator, source, target, options.weights), options)
+    back = None
+    if reverse is not None:
+        back = word_weights(forced_weights(reverse, target, source, options.weights), options)
+    return PairWeights(source, target, words, back)
+
+
+def pair_links(
+    pair: PairWeights, options: AlignOptions, rates: LinkRates | None = None
+) -> PairAlignment:
+    """The links of one pair; with `rates`, its weights mixed with the corpus's link rates."""
+    if pair.words is None:
+        src_words = pair.source.split()
+        empty = np.zeros((0, len(src_words)))
+        return PairAlignment(pair.source, pair.target, src_words, [], empty, translated=True)
+    prior = None if rates is None else rates.matrix(*pair.real_words())
+    words, back = pair.words, pair.back
+    links = word_links(words, options, prior)
+    if back is None:
+        return PairAlignment(
+            pair.source, pair.target, words.src_words, words.tgt_words, words.weights, links,
+            pair.translated,
+        )  # fmt: skip
+    same_units = back.real_shape() == words.real_shape()[::-1]
+    back_links = word_links(back, options, prior.T if prior is not None and same_units else None)
+    combined = combine_directions(words, links, back, back_links, options, prior)
+    return PairAlignment(pair.source, pair.target, *combined, translated=pair.translated)
+
+
+def link_pairs(pairs: Iterable[PairWeights], options: AlignOptions) -> Iterator[PairAlignment]:
+    """Links of every pair. With `options.corpus_prior`, two passes over the whole input: the
+    links of the first give every word pair its link rate (`LinkRates`), and the second draws
+    links from the weights mixed with those rates, so nothing is yielded before the input
+    ends. Without it, each pair is yielded as soon as it is read."""
+    if not options.corpus_prior:
+        for pair in pairs:
+            yield pair_links(pair, options)
+        return
+    pairs = list(pairs)
+    rates = LinkRates()
+    for pair in pairs:
+        if pair.words is not None:
+            rates.add(*pair.real_words(), pair_links(pair, options).links)
+    for pair in pairs:
+        yield pair_links(pair, options, rates)
+
+
 def align_pair(
     translator, source: str, target: str, options: AlignOptions, reverse=None
 ) -> PairAlignment:
-    """Forced alignment of one pair; with a reverse model, the two directions symmetrised."""
-    words, links = directional_links(
-        forced_weights(translator, source, target, options.weights), options
-    )
-    if reverse is None:
-        return PairAlignment(source, target, words.src_words, words.tgt_words, words.weights, links)
-    back = directional_links(forced_weights(reverse, target, source, options.weights), options)
-    return PairAlignment(source, target, *combine_directions(words, links, *back, options))
+    """Forced alignment of one pair on its own (no corpus prior); with a reverse model, the two
+    directions symmetrised."""
+    return pair_links(pair_weights(translator, source, target, options, reverse), options)
 
 
 def align_pairs(
     translator, pairs: Iterable[tuple[str, str]], options: AlignOptions, reverse=None
 ) -> Iterator[PairAlignment]:
-    for source, target in pairs:
-        yield align_pair(translator, source, target, options, reverse)
+    weights = (pair_weights(translator, s, t, options, reverse) for s, t in pairs)
+    return link_pairs(weights, options)
 
 
 def checked_pairs(pairs: Iterable[tuple[str, str]], name: str) -> Iterator[tuple[str, str]]:
@@ -148,20 +237,17 @@ def align_translations(
     translator, sources: Iterable[str], search, options: AlignOptions, reverse=None
 ) -> Iterator[PairAlignment]:
     """Translate each source line, then align the source with the model's own output."""
-    for translation in translator.translate_lines(sources, search, with_attention=True):
-        if not translation.text:
-            yield PairAlignment(
-                translation.source,
-                "",
-                translation.source.split(),
-                [],
-                np.zeros((0, len(translation.source.split()))),
-                translated=True,
-            )
-            continue
-        pair = align_pair(translator, translation.source, translation.text, options, reverse)
-        pair.translated = True
-        yield pair
+
+    def weights() -> Iterator[PairWeights]:
+        for translation in translator.translate_lines(sources, search, with_attention=True):
+            if not translation.text:
+                yield PairWeights(translation.source, "", None, translated=True)
+                continue
+            pair = pair_weights(translator, translation.source, translation.text, options, reverse)
+            pair.translated = True
+            yield pair
+
+    return link_pairs(weights(), options)
 
 
 def parse_fast_align(lines: Iterable[str], name: str) -> Iterator[tuple[str, str]]:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from nmt_cli.aligner import AlignOptions, align_pair
 from nmt_cli.alignment import (
     GoldAlignment,
+    LinkRates,
     check_range,
     extract_links,
     format_pharaoh,
@@ -20,6 +23,7 @@ from nmt_cli.alignment import (
     shift_rows,
     symmetrize,
     transpose_links,
+    with_prior,
 )
 from nmt_cli.errors import ConfigError, InputError
 
@@ -135,8 +139,23 @@ def test_threshold_links_every_cell_at_or_above_it():
     assert extract_links(WEIGHTS, "threshold", 0.15) == {(0, 0), (1, 0), (1, 1), (2, 1)}
 
 
+def test_mutual_keeps_only_cells_strongest_in_their_row_and_their_column():
+    weights = np.array(
+        [
+            [0.6, 0.3, 0.1],  # row maximum on source 0, but column 0's maximum is row 1
+            [0.7, 0.2, 0.1],  # row maximum on source 0, and the maximum of column 0
+            [0.1, 0.3, 0.6],  # row maximum on source 2, and the maximum of column 2
+            [0.0, 0.0, 0.0],  # no weight: no link
+        ]
+    )
+    assert extract_links(weights, "argmax") == {(0, 0), (0, 1), (2, 2)}
+    # column 0's maximum is target word 1, so target word 0 is nobody's strongest partner
+    assert extract_links(weights, "mutual") == {(0, 1), (2, 2)}
+    assert extract_links(np.zeros((2, 0)), "mutual") == set()
+
+
 def test_extraction_rejects_unknown_methods_and_thresholds():
-    with pytest.raises(ConfigError, match="argmax, threshold"):
+    with pytest.raises(ConfigError, match="argmax, mutual, threshold"):
         extract_links(WEIGHTS, "max")
     with pytest.raises(ConfigError, match="threshold"):
         extract_links(WEIGHTS, "threshold", 0.0)
@@ -186,6 +205,34 @@ def test_grow_threshold_grows_directional_links_over_real_words_only():
             assert links == grown_links == {(0, 0), (2, 1)}
     wide = (src_pieces, tgt_pieces, np.array([[0.6, 0.3, 0.0], [0.0, 0.25, 0.75]]))
     assert directional_links(wide, AlignOptions(grow_threshold=0.2))[1] == {(0, 0), (1, 0), (2, 1)}
+
+
+def test_link_rates_count_links_against_meetings_with_smoothing():
+    rates = LinkRates(smoothing=1.0)
+    rates.add(["The", "dog"], ["狗"], {(1, 0)})
+    rates.add(["the", "the", "cat"], ["猫"], {(0, 0), (2, 0)})
+    rates.add(["a", "dog"], ["狗", "狗"], set())
+    assert rates.meetings("dog", "狗") == 1 + 2  # once, then twice (two 狗 tokens)
+    assert rates.meetings("THE", "猫") == 2  # case-folded; two "the" tokens meet one 猫
+    assert rates.rate("dog", "狗") == pytest.approx(1 / (3 + 1))
+    assert rates.rate("the", "猫") == pytest.approx(1 / (2 + 1))
+    assert rates.rate("the", "狗") == 0.0  # met, never linked
+    assert rates.rate("fish", "鱼") == 0.0  # never met
+    matrix = rates.matrix(["the", "cat", "dog"], ["猫", "狗"])
+    np.testing.assert_allclose(matrix, [[1 / 3, 1 / 2, 0.0], [0.0, 0.0, 1 / 4]])
+    assert rates.matrix([], ["猫"]).shape == (1, 0)
+    rates.add(["dog"], ["狗"], {(0, 0)})  # counts stay right after more pairs come in
+    assert rates.rate("dog", "狗") == pytest.approx(2 / (4 + 1))
+
+
+def test_with_prior_mixes_by_share_and_checks_it():
+    weights, prior = np.array([[0.8, 0.2]]), np.array([[0.0, 1.0]])
+    np.testing.assert_allclose(with_prior(weights, prior, 0.5), [[0.4, 0.6]])
+    np.testing.assert_allclose(with_prior(weights, prior, 0.0), weights)
+    with pytest.raises(ConfigError, match="share"):
+        with_prior(weights, prior, 1.5)
+    with pytest.raises(ValueError):
+        with_prior(weights, prior.T, 0.5)
 
 
 def test_transpose_links_swaps_sides():
@@ -386,3 +433,62 @@ def test_link_symmetrisation_also_works_with_eos_kept():
 def test_mean_weights_refuses_matrices_of_two_different_pairs():
     with pytest.raises(ValueError):
         mean_weights(np.ones((2, 3)), np.ones((2, 3)))
+
+
+class _Corpus:
+    """A stand-in translator whose forced attention depends on the pair: (source, target) →
+    rows over source words, one row per target word plus the end-of-sentence step."""
+
+    def __init__(self, rows_of):
+        self.rows_of = rows_of
+
+    def forced_attention(self, source, target):
+        src = ["▁" + w for w in source.split()]
+        tgt = ["▁" + w for w in target.split()]
+        return src, tgt, np.array(self.rows_of[source, target])
+
+
+def test_corpus_prior_moves_an_uncertain_link_to_the_pair_linked_elsewhere():
+    from nmt_cli.aligner import align_pairs
+
+    model = _Corpus(
+        {
+            ("a c", "x z"): [[0.9, 0.1], [0.1, 0.9], [0.5, 0.5]],  # a-x and c-z, clearly
+            ("a b", "x y"): [[0.4, 0.6], [0.3, 0.7], [0.5, 0.5]],  # x leans to b: wrong
+        }
+    )
+    pairs = [("a c", "x z")] * 10 + [("a b", "x y")]
+    plain = list(align_pairs(model, pairs, AlignOptions()))
+    assert plain[-1].links == {(1, 0), (1, 1)}
+    # First pass: a-x linked 10 times in 11 meetings → rate 10 / (11 + 5) = 0.625; b-x and b-y
+    # once in one meeting → 1 / 6. Mixed half and half, x's row becomes a: 0.2 + 0.3125 = 0.51,
+    # b: 0.3 + 0.083 = 0.38, so x moves to a; y's stays on b (0.43 against a's 0.15).
+    mixed = list(align_pairs(model, pairs, AlignOptions(corpus_prior=0.5)))
+    assert len(mixed) == len(pairs)
+    assert mixed[-1].links == {(0, 0), (1, 1)}
+    assert all(pair.links == {(0, 0), (1, 1)} for pair in mixed[:-1])
+    np.testing.assert_allclose(mixed[-1].weights, plain[-1].weights)  # the models' own, shown
+
+
+@pytest.mark.parametrize("symmetrize", ["mean", "grow-diag-final-and"])
+def test_corpus_prior_applies_to_both_directions(symmetrize):
+    from nmt_cli.aligner import align_pairs
+
+    forward = _Corpus(
+        {
+            ("a c", "x z"): [[0.9, 0.1], [0.1, 0.9], [0.5, 0.5]],
+            ("a b", "x y"): [[0.4, 0.6], [0.3, 0.7], [0.5, 0.5]],
+        }
+    )
+    backward = _Corpus(
+        {
+            ("x z", "a c"): [[0.9, 0.1], [0.1, 0.9], [0.5, 0.5]],
+            ("x y", "a b"): [[0.45, 0.55], [0.6, 0.4], [0.5, 0.5]],  # a leans to y: wrong
+        }
+    )
+    pairs = [("a c", "x z")] * 10 + [("a b", "x y")]
+    options = AlignOptions(symmetrize=symmetrize)
+    plain = list(align_pairs(forward, pairs, options, reverse=backward))
+    assert (0, 0) not in plain[-1].links
+    mixed = list(align_pairs(forward, pairs, replace(options, corpus_prior=0.5), backward))
+    assert (0, 0) in mixed[-1].links and (1, 1) in mixed[-1].links

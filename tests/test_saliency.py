@@ -80,6 +80,27 @@ def test_align_cli_with_saliency_weights(toy_model_dir, tmp_path):
     assert "AER" in result.stderr
 
 
+@pytest.mark.parametrize("mode", ["pairs", "translate"])
+def test_align_cli_with_corpus_prior_keeps_one_line_per_input_line(toy_model_dir, mode):
+    if mode == "pairs":
+        text = "apple river ||| RIVER APPLE\ngreen bird sun ||| SUN BIRD GREEN\n" * 3
+    else:
+        text = "apple river\n\ngreen bird sun\n"
+    args = ["--method", "mutual", "--grow-threshold", "0.2", "--symmetrize", "mean"]
+    result = invoke(
+        "align", "-m", toy_model_dir, "--reverse-model", toy_model_dir, "--view", "none",
+        "--corpus-prior", "0.5", *args, input=text,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert len(lines) == len(text.splitlines())
+    if mode == "translate":
+        assert lines[1] == ""  # the empty line gives an empty alignment, in its place
+    for line, pair in zip(lines, text.splitlines(), strict=True):
+        n_src = len(pair.split("|||")[0].split())
+        assert all(0 <= int(link.split("-")[0]) < n_src for link in line.split())
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -87,6 +108,9 @@ def test_align_cli_with_saliency_weights(toy_model_dir, tmp_path):
         (["--weights", "saliency", "--shift", "1"], "--shift"),
         (["--method", "threshold", "--threshold", "0.3", "--grow-threshold", "0.3"], "below"),
         (["--grow-threshold", "1.5"], "--grow-threshold"),
+        (["--corpus-prior", "1"], "--corpus-prior"),
+        (["--corpus-prior", "-0.5"], "--corpus-prior"),
+        (["--method", "both"], "argmax, mutual, threshold"),
     ],
 )
 def test_align_refuses_bad_weight_options(toy_model_dir, args, message):

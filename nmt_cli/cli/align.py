@@ -37,7 +37,10 @@ def align(
         "word", help="word, char (Chinese/Japanese) or piece.", rich_help_panel=_EXTRACT
     ),
     method: str = typer.Option(
-        "argmax", help="argmax per target word, or threshold.", rich_help_panel=_EXTRACT
+        "argmax",
+        help="argmax per target word; mutual (a cell strongest in its row and its column); "
+        "or threshold.",
+        rich_help_panel=_EXTRACT,
     ),
     threshold: float = typer.Option(
         0.5, help="Weight threshold for --method threshold.", rich_help_panel=_EXTRACT
@@ -46,6 +49,12 @@ def align(
         0.0,
         help="Also link neighbours (diagonals included) of a link whose weight reaches this "
         "lower threshold while one of their words is unaligned; 0: off.",
+        rich_help_panel=_EXTRACT,
+    ),
+    corpus_prior: float = typer.Option(
+        0.0,
+        help="Second pass: mix this share (0-1) of each word pair's link rate over the whole "
+        "input into the weights (0.5 recommended; output comes after the input ends); 0: off.",
         rich_help_panel=_EXTRACT,
     ),
     shift: int = typer.Option(
@@ -107,6 +116,7 @@ def align(
         symmetrize=symmetrize,
         weights=weights,
         grow_threshold=grow_threshold,
+        corpus_prior=corpus_prior,
     )
     _check_options(options)
     search = SearchOptions(beam_size=beam).check()
@@ -157,6 +167,11 @@ def _check_options(options) -> None:
         raise ConfigError(f"--threshold must be in (0, 1], got {options.threshold}")
     if not 0 <= options.grow_threshold <= 1:
         raise ConfigError(f"--grow-threshold must be in [0, 1], got {options.grow_threshold}")
+    if not 0 <= options.corpus_prior < 1:
+        raise ConfigError(
+            f"--corpus-prior must be in [0, 1): the share of the link rates beside the model's "
+            f"weights, got {options.corpus_prior}"
+        )
     if options.method == "threshold" and options.grow_threshold >= options.threshold:
         raise ConfigError(
             f"--grow-threshold ({options.grow_threshold}) must be below --threshold "
