@@ -30,6 +30,10 @@ step "align: forced alignment of the test split, scored against the generator's 
 $nmt align -m "$out/model" --src $demo/test.en --tgt $demo/test.zh --gold $demo/test.align \
     --view none > "$out/test.align"
 
+step "align: the same in two passes, with how often each word pair was linked across the test split as a prior"
+$nmt align -m "$out/model" --src $demo/test.en --tgt $demo/test.zh --gold $demo/test.align \
+    --method mutual --grow-threshold 0.2 --corpus-prior 0.5 --view none > "$out/test.prior.align"
+
 step "align: where the model looked, for two test sentences"
 paste -d '|' <(head -n 2 $demo/test.en) <(head -n 2 $demo/test.zh) | sed 's/|/ ||| /' |
     $nmt align -m "$out/model" --view heatmap > /dev/null
