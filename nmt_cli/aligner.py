@@ -98,9 +98,8 @@ def word_links(words, options: AlignOptions, prior: np.ndarray | None = None) ->
     real words when one is given (`--corpus-prior`)."""
     n_src, n_tgt = words.real_shape()  # links to </s> mean "unaligned": no seed, no cell to grow
     weights = words.weights
-    if prior is not None:
-        weights = weights.copy()
-        weights[:n_tgt, :n_src] = with_prior(weights[:n_tgt, :n_src], prior, options.corpus_prior)
+    if prior is not None:  # </s>, when kept, is scaled with the rest: it stays a fair NULL
+        weights = with_prior(weights, prior, options.corpus_prior)
     links = words.without_eos(extract_links(weights, options.method, options.threshold))
     return options.grown(links, weights[:n_tgt, :n_src])
 

@@ -32,7 +32,7 @@ SYMMETRIZATION_METHODS = (
     "grow-diag-final-and",
 )
 # What `nmt align --symmetrize` accepts: the link heuristics above, or "mean": the two
-# directions' word-level weights averaged, then one extraction (argmax or threshold) on that.
+# directions' word-level weights averaged, then one extraction (any method) on that.
 ALIGN_SYMMETRIZATIONS = (*SYMMETRIZATION_METHODS, "mean")
 
 Link = tuple[int, int]
@@ -244,22 +244,24 @@ def extract_links(weights: np.ndarray, method: str = "argmax", threshold: float 
     """Links (source i, target j) from word attention (T, S).
 
     "argmax": the most attended source word of every target word (ties: the first; a row with
-    no weight gives no link). "mutual": only the cells that are the maximum of both their row
-    and their column (SimAlign's "ArgMax", Jalili Sabet et al. 2020), so a word that is nobody's
-    strongest partner stays unaligned. "threshold": every cell with weight >= `threshold`,
+    no weight gives no link). "mutual": only the cells that are a maximum of both their row
+    and their column (SimAlign's "ArgMax", Jalili Sabet et al. 2020; ties: all), so a word that
+    is nobody's strongest partner stays unaligned. "threshold": every cell with weight >= `threshold`,
     nothing else, so a target word whose attention is spread thinly stays unaligned.
     """
     _choice(method, EXTRACTION_METHODS, "link extraction method")
     weights = np.asarray(weights)
-    if method in ("argmax", "mutual"):
-        if weights.shape[1] == 0:
-            return set()
+    if 0 in weights.shape and method != "threshold":
+        return set()
+    if method == "argmax":
         best = weights.argmax(axis=1)
-        links = {(int(best[j]), j) for j in range(weights.shape[0]) if weights[j, best[j]] > 0}
-        if method == "mutual":
-            best_target = weights.argmax(axis=0)
-            links = {(i, j) for i, j in links if best_target[i] == j}
-        return links
+        return {(int(best[j]), j) for j in range(weights.shape[0]) if weights[j, best[j]] > 0}
+    if method == "mutual":  # ties kept: with --unit char a piece's row is copied to each character
+        strongest = (weights == weights.max(axis=1, keepdims=True)) & (
+            weights == weights.max(axis=0, keepdims=True)
+        )
+        targets, sources = np.nonzero(strongest & (weights > 0))
+        return {(int(i), int(j)) for j, i in zip(targets, sources, strict=True)}
     if not 0.0 < threshold <= 1.0:
         raise ConfigError(f"alignment threshold must be in (0, 1], got {threshold}")
     targets, sources = np.nonzero(weights >= threshold)
@@ -288,10 +290,14 @@ class LinkRates:
 
     A lexical prior learnt from a first pass of alignments (an M-step of sorts): the rate of
     (source word e, target word f) is links(e, f) / (meetings(e, f) + smoothing), where
-    meetings counts every pair of an e token and an f token that share a sentence pair, and
-    smoothing keeps rare pairs near 0. Words are compared case-folded. A function word that one
-    model links here and there but that has no counterpart (English "the" in Chinese) gets a
-    low rate; a pair linked whenever it meets ("." and "。") a high one.
+    meetings counts every pairing of an e token with an f token in the same sentence pair
+    (n_e × n_f per pair), and smoothing keeps rare pairs near 0. Words are compared
+    case-folded. A function word that one model links here and there but that has no
+    counterpart (English "the" in Chinese) gets a low rate; a pair linked whenever it meets
+    ("." and "。") a high one. A word repeated within a sentence meets more often than it can
+    be linked one to one; counting min(n_e, n_f) meetings instead scored worse on the demo
+    corpus's dev split (AER 9.78 against 9.58 % with attention, 8.99 against 8.36 % with
+    saliency).
     """
 
     def __init__(self, smoothing: float = PRIOR_SMOOTHING) -> None:
@@ -338,12 +344,20 @@ class LinkRates:
 
 
 def with_prior(weights: np.ndarray, prior: np.ndarray, share: float) -> np.ndarray:
-    """Word weights (T, S) mixed with a prior of the same shape: (1 − share)·W + share·prior."""
+    """Word weights (T, S) mixed with a prior: (1 − share)·W + share·prior.
+
+    The prior may cover only the top-left block of real words; a row or column beyond it (the
+    pseudo-word </s>) is scaled like the rest and gets no prior. Thresholds applied afterwards
+    apply to the mix.
+    """
     if not 0.0 <= share <= 1.0:
         raise ConfigError(f"prior share must be in [0, 1], got {share}")
-    if weights.shape != prior.shape:
-        raise ValueError(f"weights {weights.shape} and prior {prior.shape} differ in shape")
-    return (1.0 - share) * weights + share * prior
+    rows, cols = prior.shape
+    if rows > weights.shape[0] or cols > weights.shape[1]:
+        raise ValueError(f"prior {prior.shape} does not fit weights {weights.shape}")
+    mixed = (1.0 - share) * np.asarray(weights, dtype=float)
+    mixed[:rows, :cols] += share * prior
+    return mixed
 
 
 def transpose_links(links: Iterable[Link]) -> set[Link]:

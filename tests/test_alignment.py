@@ -152,6 +152,9 @@ def test_mutual_keeps_only_cells_strongest_in_their_row_and_their_column():
     # column 0's maximum is target word 1, so target word 0 is nobody's strongest partner
     assert extract_links(weights, "mutual") == {(0, 1), (2, 2)}
     assert extract_links(np.zeros((2, 0)), "mutual") == set()
+    # --unit char copies a piece's row to each of its characters: tied maxima all count
+    tied = np.array([[0.6, 0.4], [0.6, 0.4], [0.1, 0.9]])  # target rows 0 and 1 are one piece
+    assert extract_links(tied, "mutual") == {(0, 0), (0, 1), (1, 2)}
 
 
 def test_extraction_rejects_unknown_methods_and_thresholds():
@@ -470,25 +473,40 @@ def test_corpus_prior_moves_an_uncertain_link_to_the_pair_linked_elsewhere():
     np.testing.assert_allclose(mixed[-1].weights, plain[-1].weights)  # the models' own, shown
 
 
-@pytest.mark.parametrize("symmetrize", ["mean", "grow-diag-final-and"])
-def test_corpus_prior_applies_to_both_directions(symmetrize):
+def test_corpus_prior_applies_to_both_directions_of_a_pair_of_unequal_lengths():
     from nmt_cli.aligner import align_pairs
 
+    clear = [[0.9, 0.1], [0.1, 0.9], [0.5, 0.5]]
     forward = _Corpus(
         {
-            ("a c", "x z"): [[0.9, 0.1], [0.1, 0.9], [0.5, 0.5]],
-            ("a b", "x y"): [[0.4, 0.6], [0.3, 0.7], [0.5, 0.5]],
+            ("a c", "x z"): clear,
+            # x leans to b, y is on c: forward alone gives b-x, c-y
+            ("a b c", "x y"): [[0.4, 0.45, 0.15], [0.1, 0.2, 0.7], [0.3, 0.3, 0.4]],
         }
     )
     backward = _Corpus(
         {
-            ("x z", "a c"): [[0.9, 0.1], [0.1, 0.9], [0.5, 0.5]],
-            ("x y", "a b"): [[0.45, 0.55], [0.6, 0.4], [0.5, 0.5]],  # a leans to y: wrong
+            ("x z", "a c"): clear,
+            # a leans to y, b to x, c to y: backward alone gives y-a, x-b, y-c
+            ("x y", "a b c"): [[0.45, 0.55], [0.6, 0.4], [0.2, 0.8], [0.5, 0.5]],
         }
     )
-    pairs = [("a c", "x z")] * 10 + [("a b", "x y")]
-    options = AlignOptions(symmetrize=symmetrize)
+    pairs = [("a c", "x z")] * 10 + [("a b c", "x y")]
+    options = AlignOptions(symmetrize="intersection")
     plain = list(align_pairs(forward, pairs, options, reverse=backward))
-    assert (0, 0) not in plain[-1].links
+    assert plain[-1].links == {(1, 0), (2, 1)}  # a-x is in neither direction
     mixed = list(align_pairs(forward, pairs, replace(options, corpus_prior=0.5), backward))
-    assert (0, 0) in mixed[-1].links and (1, 1) in mixed[-1].links
+    # a-x (rate 10 / (11 + 5)) now wins x's row forward and a's row backward: the intersection
+    # holds it only if the prior reached both directions, each the right way round
+    assert mixed[-1].links == {(0, 0), (2, 1)}
+
+
+@pytest.mark.parametrize("include_eos", [False, True])
+def test_corpus_prior_scales_the_eos_pseudo_word_with_the_rest(include_eos):
+    from nmt_cli.aligner import align_pairs
+
+    # rows x, y and the end-of-sentence step; columns a, b and the source end-of-sentence
+    model = _Corpus({("a b", "x y"): [[0.45, 0.15, 0.40], [0.1, 0.8, 0.1], [0.3, 0.3, 0.4]]})
+    options = AlignOptions(include_eos=include_eos, corpus_prior=0.5)
+    (pair,) = align_pairs(model, [("a b", "x y")], options)
+    assert pair.links == {(0, 0), (1, 1)}  # x is not pushed onto </s> by the mixing

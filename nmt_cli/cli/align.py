@@ -54,7 +54,8 @@ def align(
     corpus_prior: float = typer.Option(
         0.0,
         help="Second pass: mix this share (0-1) of each word pair's link rate over the whole "
-        "input into the weights (0.5 recommended; output comes after the input ends); 0: off.",
+        "input into the weights, thresholds then apply to the mix (0.5 recommended; output "
+        "comes after the input ends; views show the models' own weights); 0: off.",
         rich_help_panel=_EXTRACT,
     ),
     shift: int = typer.Option(
