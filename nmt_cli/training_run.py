@@ -96,6 +96,7 @@ def run_training(
 def _train_ranked(data, output: Path, config: Config, ranks, resume: bool, force: bool, on_event):
     from nmt_cli.distributed import barrier
     from nmt_cli.lock import directory_lock
+    from nmt_cli.shortlist import write_shortlist
     from nmt_cli.trainer import Trainer, copy_tokenizers
 
     barrier(ranks)
@@ -113,6 +114,7 @@ def _train_ranked(data, output: Path, config: Config, ranks, resume: bool, force
         if ranks.main:
             checkpoint.write_json(output / checkpoint.CONFIG_FILE, config.to_dict())
             copy_tokenizers(data, output)
+            write_shortlist(data, output)
             on_event(
                 {
                     "event": "config",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +21,7 @@ from nmt_cli.config import Config
 from nmt_cli.errors import ArtifactError, ConfigError
 from nmt_cli.model.seq2seq import BOS_ID, EOS_ID, UNK_ID, Seq2Seq
 from nmt_cli.search import Hypothesis, beam_search, greedy_search
+from nmt_cli.shortlist import SHORTLIST_FILE, Shortlist
 
 
 @dataclass
@@ -52,30 +53,52 @@ class SearchOptions:
 
 
 def _search_batch(
-    model: Seq2Seq, sources: Sequence[np.ndarray], device: torch.device, options: SearchOptions
+    model: Seq2Seq,
+    sources: Sequence[np.ndarray],
+    device: torch.device,
+    options: SearchOptions,
+    shortlist: Shortlist | None = None,
 ) -> list[list[Hypothesis]]:
     batch = collate(sources, [np.empty(0, dtype=np.int64)] * len(sources))
     src, lengths = batch.src.to(device), batch.src_lengths.to(device)
     state = model.encode(src, lengths)
     max_lengths = (lengths.float() * options.max_len_ratio + options.max_len_extra).long()
+    step, bos, eos, ids = model.step_log_probs, BOS_ID, EOS_ID, None
+    if shortlist is not None:  # the search runs over columns of `ids`
+        ids, allowed = _shortlist_columns(shortlist, sources)
+        step = model.shortlist_step(torch.from_numpy(ids).to(device), allowed.to(device))
+        bos, eos = int(np.searchsorted(ids, BOS_ID)), int(np.searchsorted(ids, EOS_ID))
     if options.beam_size == 1:
-        best = greedy_search(
-            model.step_log_probs, model.reorder, state, len(sources), BOS_ID, EOS_ID, max_lengths
+        best = greedy_search(step, model.reorder, state, len(sources), bos, eos, max_lengths)
+        nbests = [[h] for h in best]
+    else:
+        nbests = beam_search(
+            step,
+            model.reorder,
+            state,
+            len(sources),
+            bos,
+            eos,
+            max_lengths,
+            beam_size=options.beam_size,
+            nbest=options.nbest,
+            alpha=options.alpha,
+            early_stop=options.early_stop,
         )
-        return [[h] for h in best]
-    return beam_search(
-        model.step_log_probs,
-        model.reorder,
-        state,
-        len(sources),
-        BOS_ID,
-        EOS_ID,
-        max_lengths,
-        beam_size=options.beam_size,
-        nbest=options.nbest,
-        alpha=options.alpha,
-        early_stop=options.early_stop,
-    )
+    if ids is None:
+        return nbests
+    return [[replace(h, tokens=ids[h.tokens].tolist()) for h in nbest] for nbest in nbests]
+
+
+def _shortlist_columns(shortlist: Shortlist, sources: Sequence[np.ndarray]):
+    """The batch's target ids (K,), sorted, and which of them each sentence may produce (B, K)."""
+    lists = [shortlist.ids_for([source]) for source in sources]
+    ids = np.unique(np.concatenate([*lists, [BOS_ID, EOS_ID]])).astype(np.int64)
+    allowed = np.zeros((len(sources), len(ids)), dtype=bool)
+    for row, own in enumerate(lists):
+        allowed[row, np.searchsorted(ids, own)] = True
+    allowed[:, np.searchsorted(ids, EOS_ID)] = True
+    return ids, torch.from_numpy(allowed)
 
 
 @torch.inference_mode()
@@ -85,8 +108,10 @@ def decode_ids(
     device: torch.device,
     options: SearchOptions | None = None,
     batch_size: int | None = None,
+    shortlist: Shortlist | None = None,
 ) -> list[list[Hypothesis]]:
-    """n-best lists for source id sequences, batched longest first, returned in input order."""
+    """n-best lists for source id sequences, batched longest first, returned in input order;
+    with a `shortlist`, each sentence is scored over its own lexical shortlist only."""
     options = options or SearchOptions(beam_size=1)
     size = batch_size or options.batch_size
     model.eval()
@@ -95,7 +120,9 @@ def decode_ids(
     for start in range(0, len(order), size):
         rows = order[start : start + size]
         for row, nbest in zip(
-            rows, _search_batch(model, [sources[i] for i in rows], device, options), strict=True
+            rows,
+            _search_batch(model, [sources[i] for i in rows], device, options, shortlist),
+            strict=True,
         ):
             results[row] = nbest
     return results
@@ -141,10 +168,16 @@ class Translator:
         self.device = device
         self.model_dir = model_dir
         self.max_source_pieces = config.train.max_len
+        self.shortlist: Shortlist | None = None  # see `load(shortlist=True)`
 
     @classmethod
     def load(
-        cls, model_dir: Path, device: str = "auto", quantize: bool = False, threads: int = 0
+        cls,
+        model_dir: Path,
+        device: str = "auto",
+        quantize: bool = False,
+        threads: int = 0,
+        shortlist: bool = False,
     ) -> Translator:
         from nmt_cli.data.tokenizer import Tokenizer
         from nmt_cli.trainer import pick_device
@@ -163,7 +196,10 @@ class Translator:
         model.to(torch_device).eval()
         src_tok = Tokenizer(model_dir / checkpoint.SRC_SPM)
         tgt_tok = Tokenizer(model_dir / checkpoint.TGT_SPM)
-        return cls(model, config, src_tok, tgt_tok, torch_device, model_dir)
+        translator = cls(model, config, src_tok, tgt_tok, torch_device, model_dir)
+        if shortlist:
+            translator.shortlist = Shortlist.load(model_dir / SHORTLIST_FILE)
+        return translator
 
     def translate_lines(
         self,
@@ -199,7 +235,7 @@ class Translator:
                     slot[key] = len(unique)
                     unique.append(ids)
                 todo.append((i, slot[key]))
-        nbests = decode_ids(self.model, unique, self.device, options)
+        nbests = decode_ids(self.model, unique, self.device, options, shortlist=self.shortlist)
         results = [
             Translation(source=line, text="", truncated=encoded[i][1])
             for i, line in enumerate(lines)

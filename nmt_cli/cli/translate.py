@@ -65,6 +65,12 @@ def translate(
         rich_help_panel=_OUTPUT,
     ),
     quantize: bool = typer.Option(False, "--quantize", help="int8 dynamic quantization (CPU)."),
+    shortlist: bool = typer.Option(
+        False,
+        "--shortlist",
+        help="Score only the target pieces likely for each sentence's source pieces (the "
+        "lexical shortlist `nmt train` writes): faster on CPU; output may differ slightly.",
+    ),
     threads: int = typer.Option(0, help="CPU threads (0: torch default)."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
 ) -> None:
@@ -88,7 +94,9 @@ def translate(
     check_on_invalid(on_invalid)
     check_device(device)
     check_threads(threads)
-    translator = Translator.load(model, device=device, quantize=quantize, threads=threads)
+    translator = Translator.load(
+        model, device=device, quantize=quantize, threads=threads, shortlist=shortlist
+    )
     if input is None and sys.stdin.isatty():
         from nmt_cli.cli.interactive import prompt_loop
 

@@ -79,7 +79,55 @@ class Seq2Seq(nn.Module):
         logits[:, BOS_ID] = float("-inf")
         return torch.log_softmax(logits, dim=-1)
 
+    def shortlist_step(self, ids: torch.Tensor, allowed: torch.Tensor):
+        """A step function like `step_log_probs` over the target ids `ids` (K,) only.
+
+        Tokens in and out are columns of `ids`. Row r may produce only the columns that
+        `allowed` (B, K) opens for its sentence `memory.origin[r]`, so a sentence's scores do
+        not depend on the other sentences of its batch; the output layer still runs once, over
+        the K columns of the whole batch.
+        """
+        project = _output_rows(self.generator, ids)
+        closed = ~allowed | ((ids == PAD_ID) | (ids == BOS_ID)).unsqueeze(0)  # (B, K)
+
+        def step(prev: torch.Tensor, search_state: SearchState):
+            state, memory = search_state
+            vector, state, weights = self.decoder.step(ids[prev], state, memory)
+            logits = project(vector.squeeze(1)).float()
+            logits = logits.masked_fill(closed[memory.origin], float("-inf"))
+            return torch.log_softmax(logits, dim=-1), (state, memory), weights
+
+        return step
+
     @staticmethod
     def reorder(search_state: SearchState, index: torch.Tensor) -> SearchState:
         state, memory = search_state
         return state.select(index), memory.select(index)
+
+
+def _output_rows(generator: nn.Module, ids: torch.Tensor) -> nn.Module:
+    """The output layer restricted to the target ids `ids` (K,): a Linear (V → K rows), int8
+    again when the layer is (see `--quantize`)."""
+    weight, bias = generator.weight, generator.bias
+    if not callable(weight):  # a float nn.Linear
+        rows = nn.Linear(weight.size(1), len(ids), bias=bias is not None, device=weight.device)
+        rows.weight = nn.Parameter(weight.detach().index_select(0, ids), requires_grad=False)
+        if bias is not None:
+            rows.bias = nn.Parameter(bias.detach().index_select(0, ids), requires_grad=False)
+        return rows.to(weight.dtype)
+    import warnings
+
+    from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+
+    weight, bias = weight(), bias()  # a dynamic int8 Linear: accessor methods
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's deprecation notices are not the user's concern
+        rows = DynamicLinear(weight.size(1), len(ids), dtype=torch.qint8)
+        if weight.qscheme() == torch.per_tensor_affine:
+            selected = weight.index_select(0, ids)
+        else:  # per-channel scales: re-quantize the selected rows per tensor
+            float_rows = weight.dequantize().index_select(0, ids)
+            scale = float(float_rows.abs().max().clamp_min(1e-8)) / 127
+            selected = torch.quantize_per_tensor(float_rows, scale, 0, torch.qint8)
+        rows.set_weight_bias(selected, None if bias is None else bias.index_select(0, ids))
+    return rows

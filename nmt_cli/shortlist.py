@@ -1,0 +1,183 @@
+"""Lexical shortlists: score only the target pieces that a batch's source pieces can produce.
+
+Most of a decoder step on a CPU is the output layer: (rows × hidden) by (hidden × V). A
+shortlist (as Marian NMT ships) restricts it to the target pieces likely for the sentences at
+hand: for every source piece, its `per_source` most probable translations under an IBM Model 1
+lexical table (Brown et al. 1993) estimated on the training split, plus the `frequent` most
+frequent target pieces and the special ids. One batch uses the union over its sentences, so the
+search sees a (rows × K) score matrix with K a fraction of V; the softmax is over those K.
+
+`nmt train` writes `shortlist.npz` beside the model; `nmt translate --shortlist` reads it. For
+a model trained before shortlists existed: `python -m nmt_cli.shortlist DATA_DIR MODEL_DIR`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from nmt_cli.errors import ArtifactError
+
+SHORTLIST_FILE = "shortlist.npz"
+PER_SOURCE = 50  # translations kept per source piece
+FREQUENT = 200  # most frequent target pieces, always in
+EM_ITERATIONS = 5
+MAX_PAIRS = 10_000_000  # (source, target) token pairs read for the table: about 0.5 GB at most
+
+
+@dataclass(frozen=True)
+class Shortlist:
+    """Per source id its candidate target ids (rows padded with -1), and ids always kept."""
+
+    candidates: np.ndarray  # (V_src, per_source) int32
+    always: np.ndarray  # (n,) int32: frequent pieces and specials
+
+    def ids_for(self, sources: Sequence[np.ndarray]) -> np.ndarray:
+        """Sorted unique target ids a batch of source id arrays may produce."""
+        src = np.unique(_concatenated(sources))
+        src = src[(src >= 0) & (src < len(self.candidates))]
+        ids = np.concatenate([self.candidates[src].ravel(), self.always])
+        return np.unique(ids[ids >= 0])
+
+    def save(self, path: Path) -> None:
+        tmp = path.with_suffix(".tmp.npz")
+        np.savez(tmp, candidates=self.candidates, always=self.always)
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: Path) -> Shortlist:
+        try:
+            with np.load(path) as data:
+                return cls(data["candidates"], data["always"])
+        except FileNotFoundError:
+            raise ArtifactError(
+                f"{path} does not exist (the model predates shortlists): write it with "
+                f"`python -m nmt_cli.shortlist DATA_DIR {path.parent}`, or translate without "
+                "--shortlist"
+            ) from None
+        except (OSError, ValueError, KeyError) as error:
+            raise ArtifactError(
+                f"{path} is not a shortlist ({error}); retrain or remove it"
+            ) from None
+
+
+def build_shortlist(
+    src: Sequence[np.ndarray],
+    tgt: Sequence[np.ndarray],
+    src_vocab: int,
+    tgt_vocab: int,
+    specials: Sequence[int],
+    per_source: int = PER_SOURCE,
+    frequent: int = FREQUENT,
+    iterations: int = EM_ITERATIONS,
+    max_pairs: int = MAX_PAIRS,
+) -> Shortlist:
+    """A shortlist from parallel id sequences (the training split).
+
+    IBM Model 1 with a NULL source word, `iterations` rounds of EM over the sentence pairs read
+    until `max_pairs` (source token, target token) pairs are reached.
+    """
+    probs, pair_src, pair_tgt = lexical_table(src, tgt, src_vocab, tgt_vocab, iterations, max_pairs)
+    # Per source id, its pairs by falling probability; keep the first `per_source`.
+    order = np.lexsort((-probs, pair_src))
+    pair_src, pair_tgt = pair_src[order], pair_tgt[order]
+    starts = np.searchsorted(pair_src, np.arange(src_vocab + 1))
+    rank = np.arange(len(pair_src)) - starts[pair_src]
+    keep = (rank < per_source) & (pair_src < src_vocab)  # the NULL word's list is not needed
+    candidates = np.full((src_vocab, per_source), -1, dtype=np.int32)
+    candidates[pair_src[keep], rank[keep]] = pair_tgt[keep]
+    counts = np.bincount(_concatenated(tgt), minlength=tgt_vocab)
+    top = np.argsort(-counts, kind="stable")[:frequent]
+    always = np.unique(np.concatenate([top, np.asarray(specials)]).astype(np.int32))
+    return Shortlist(candidates, always)
+
+
+def _concatenated(sequences: Sequence[np.ndarray]) -> np.ndarray:
+    arrays = [np.asarray(ids, dtype=np.int64) for ids in sequences]
+    return np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
+
+
+def lexical_table(
+    src: Sequence[np.ndarray],
+    tgt: Sequence[np.ndarray],
+    src_vocab: int,
+    tgt_vocab: int,
+    iterations: int = EM_ITERATIONS,
+    max_pairs: int = MAX_PAIRS,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """IBM Model 1 translation probabilities p(t | s) for every (s, t) that meet in a pair.
+
+    Returns (probs, source ids, target ids), one entry per distinct pair; source id
+    `src_vocab` is the NULL word. Vectorised EM: every (sentence, target position, source
+    position) triple is one entry of flat arrays.
+    """
+    null = src_vocab
+    keys, groups = [], []
+    used, group = 0, 0
+    for s, t in zip(src, tgt, strict=True):
+        s = np.append(np.asarray(s, dtype=np.int64), null)
+        t = np.asarray(t, dtype=np.int64)
+        if not len(t):
+            continue
+        if used + len(s) * len(t) > max_pairs:
+            break
+        keys.append((s[None, :] * tgt_vocab + t[:, None]).ravel())  # (|t| * |s|,), t-major
+        groups.append(np.repeat(np.arange(group, group + len(t)), len(s)))
+        used, group = used + len(s) * len(t), group + len(t)
+    if not keys:
+        empty = np.empty(0, dtype=np.int64)
+        return np.empty(0), empty, empty
+    key = np.concatenate(keys)
+    position = np.concatenate(groups)  # which target token each entry belongs to
+    pairs, entry = np.unique(key, return_inverse=True)
+    pair_src = pairs // tgt_vocab
+    probs = np.ones(len(pairs))
+    for _ in range(iterations):
+        p = probs[entry]
+        posterior = p / np.bincount(position, weights=p)[position]  # E: share of each s in t
+        counts = np.bincount(entry, weights=posterior, minlength=len(pairs))
+        totals = np.bincount(pair_src, weights=counts, minlength=src_vocab + 1)
+        probs = counts / totals[pair_src]  # M: p(t | s)
+    return probs, pair_src, pairs % tgt_vocab
+
+
+def write_shortlist(data, model_dir: Path) -> Path:
+    """Build the shortlist of a prepared data directory's training split into `model_dir`."""
+    from nmt_cli.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
+
+    src, tgt = data.ids("train", "src"), data.ids("train", "tgt")
+    src_vocab = Tokenizer(data.src_spm).vocab_size
+    tgt_vocab = Tokenizer(data.tgt_spm).vocab_size
+    shortlist = build_shortlist(src, tgt, src_vocab, tgt_vocab, (PAD_ID, UNK_ID, BOS_ID, EOS_ID))
+    path = Path(model_dir) / SHORTLIST_FILE
+    shortlist.save(path)
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m nmt_cli.shortlist DATA_DIR MODEL_DIR`: (re)write a model's shortlist."""
+    import argparse
+
+    from nmt_cli.data.datadir import load_data_dir
+    from nmt_cli.errors import NmtError
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("data_dir", type=Path, help="the prepared data the model was trained on")
+    parser.add_argument("model_dir", type=Path)
+    args = parser.parse_args(argv)
+    try:
+        if not args.model_dir.is_dir():
+            raise ArtifactError(f"{args.model_dir} is not a directory: give the model directory")
+        print(write_shortlist(load_data_dir(args.data_dir), args.model_dir))
+    except NmtError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return error.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,171 @@
+"""Lexical shortlists: the IBM Model 1 table, the per-sentence candidate sets, and translation
+over them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from cli_runner import invoke
+
+from nmt_cli.errors import ArtifactError
+from nmt_cli.shortlist import (
+    SHORTLIST_FILE,
+    Shortlist,
+    build_shortlist,
+    lexical_table,
+    main,
+)
+from nmt_cli.translator import SearchOptions, Translator
+
+# Source ids 4, 5, 6 translate as 14, 15, 16; 20 is a target word with no source (an article).
+SRC = [np.array(s) for s in ([4, 5], [4, 6], [5, 6], [4], [6, 5, 4])]
+TGT = [np.array(t) for t in ([20, 14, 15], [20, 14, 16], [15, 16], [14], [16, 20, 15, 14])]
+
+
+def table_of(src, tgt):
+    probs, pair_src, pair_tgt = lexical_table(src, tgt, src_vocab=10, tgt_vocab=30)
+    return {(int(s), int(t)): p for p, s, t in zip(probs, pair_src, pair_tgt, strict=True)}
+
+
+def test_ibm1_puts_each_source_words_mass_on_its_translation():
+    table = table_of(SRC, TGT)
+    for s in (4, 5, 6):
+        best = max((p, t) for (source, t), p in table.items() if source == s)[1]
+        assert best == s + 10
+    for s in (4, 5, 6, 10):  # 10 is the NULL word: probabilities sum to one per source
+        assert sum(p for (source, _), p in table.items() if source == s) == pytest.approx(1.0)
+    # the word without a counterpart ranks below each source word's own translation
+    assert all(table[s, 20] < table[s, s + 10] for s in (4, 5, 6))
+
+
+def test_the_table_stops_reading_at_its_pair_budget():
+    # the first pair has (2 source words + NULL) × 3 target words = 9 token pairs
+    _, pair_src, pair_tgt = lexical_table(SRC, TGT, 10, 30, max_pairs=9)
+    assert set(pair_src.tolist()) == {4, 5, 10}
+    assert set(pair_tgt.tolist()) == {14, 15, 20}
+    assert len(lexical_table([], [], 10, 30)[0]) == 0
+
+
+def test_shortlist_keeps_the_best_translations_and_the_frequent_and_special_ids():
+    shortlist = build_shortlist(SRC, TGT, 10, 30, specials=(0, 1, 2, 3), per_source=2, frequent=1)
+    assert shortlist.candidates.shape == (10, 2)
+    assert shortlist.candidates[4, 0] == 14 and shortlist.candidates[6, 0] == 16
+    assert (shortlist.candidates[7] == -1).all()  # a source id never seen: no candidates
+    # 14, 15, 16 and 20 all occur 4 times; the first of the most frequent is kept
+    assert shortlist.always.tolist() == [0, 1, 2, 3, 14]
+    ids = shortlist.ids_for([np.array([6]), np.array([9999])])  # an id outside the table: ignored
+    assert ids.tolist() == sorted({0, 1, 2, 3, 14, *shortlist.candidates[6].tolist()})
+    assert shortlist.ids_for([]).tolist() == [0, 1, 2, 3, 14]
+
+
+def test_shortlist_round_trip_and_clear_errors(tmp_path):
+    shortlist = build_shortlist(SRC, TGT, 10, 30, specials=(0, 1, 2, 3))
+    path = tmp_path / SHORTLIST_FILE
+    shortlist.save(path)
+    loaded = Shortlist.load(path)
+    np.testing.assert_array_equal(loaded.candidates, shortlist.candidates)
+    np.testing.assert_array_equal(loaded.always, shortlist.always)
+    with pytest.raises(ArtifactError, match="python -m nmt_cli.shortlist"):
+        Shortlist.load(tmp_path / "missing" / SHORTLIST_FILE)
+    path.write_bytes(b"not a numpy file")
+    with pytest.raises(ArtifactError, match="not a shortlist"):
+        Shortlist.load(path)
+
+
+LINES = ["apple river", "green bird sun", "sun", "river apple green bird", "bird"]
+
+
+def test_train_writes_a_shortlist_of_the_model_vocabulary(toy_model_dir):
+    translator = Translator.load(toy_model_dir, shortlist=True)
+    vocab = translator.model.config.tgt_vocab_size
+    assert translator.shortlist.candidates.shape[0] == translator.model.config.src_vocab_size
+    assert translator.shortlist.candidates.max() < vocab
+    assert {0, 1, 2, 3} <= set(translator.shortlist.always.tolist())
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_a_shortlist_of_the_whole_vocabulary_changes_nothing(toy_model_dir, beam):
+    plain = Translator.load(toy_model_dir)
+    full = Translator.load(toy_model_dir)
+    vocab = full.model.config.tgt_vocab_size
+    full.shortlist = Shortlist(np.full((vocab, 1), -1, dtype=np.int32), np.arange(vocab))
+    options = SearchOptions(beam_size=beam, nbest=beam)
+    pairs = zip(
+        plain.translate_lines(LINES, options), full.translate_lines(LINES, options), strict=True
+    )
+    for a, b in pairs:
+        assert a.text == b.text
+        assert [text for text, _ in a.alternatives] == [text for text, _ in b.alternatives]
+        assert a.score == pytest.approx(b.score, abs=1e-5)
+
+
+def test_greedy_over_a_shortlist_holding_its_choices_picks_the_same_tokens(toy_model_dir):
+    # Columns are no longer ids once some ids are left out: a wrong mapping shows here.
+    plain = Translator.load(toy_model_dir)
+    options = SearchOptions(beam_size=1)
+    expected = list(plain.translate_lines(LINES, options))
+    used = {t for tr in expected for t in plain.tgt_tokenizer.encode(tr.text)}
+    vocab = plain.model.config.tgt_vocab_size
+    kept = np.array([i for i in range(vocab) if i in used or i < 4 or i % 3], dtype=np.int32)
+    assert len(kept) < vocab - 5
+    plain.shortlist = Shortlist(np.full((vocab, 1), -1, dtype=np.int32), kept)
+    got = list(plain.translate_lines(LINES, options))
+    assert [t.text for t in got] == [t.text for t in expected]
+    assert all(
+        b.score >= a.score - 1e-6 for a, b in zip(expected, got, strict=True)
+    )  # renormalised
+
+
+def test_a_sentence_is_translated_over_its_own_shortlist_whatever_its_batch(toy_model_dir):
+    translator = Translator.load(toy_model_dir, shortlist=True)
+    by_batch = {
+        size: [t.text for t in translator.translate_lines(LINES, SearchOptions(batch_size=size))]
+        for size in (1, 2, 64)
+    }
+    assert by_batch[1] == by_batch[2] == by_batch[64]
+    shortlist = translator.shortlist
+    translations = translator.translate_lines(LINES, SearchOptions())
+    for line, translation in zip(LINES, translations, strict=True):
+        own = set(shortlist.ids_for([np.asarray(translator.src_tokenizer.encode(line))]).tolist())
+        produced = translator.tgt_tokenizer.encode(translation.text)
+        assert set(produced) <= own | {1}  # the tokenizer may map an odd character to UNK
+
+
+def test_rows_of_the_output_layer_match_the_whole_layer_float_and_int8(toy_model_dir):
+    from nmt_cli.model.seq2seq import _output_rows
+
+    float_model = Translator.load(toy_model_dir).model
+    int8_model = Translator.load(toy_model_dir, quantize=True).model
+    ids = torch.tensor([0, 3, 5, 7, 11])
+    vectors = torch.randn(4, float_model.decoder.output_size)
+    rows = _output_rows(int8_model.generator, ids)
+    assert rows(vectors).shape == (4, 5)
+    # the same int8 weights and the same input quantization as the whole layer's
+    torch.testing.assert_close(rows(vectors), int8_model.generator(vectors)[:, ids])
+    exact = float_model.generator(vectors)[:, ids]
+    torch.testing.assert_close(_output_rows(float_model.generator, ids)(vectors), exact)
+
+
+def test_translate_cli_with_shortlist(toy_model_dir, tmp_path):
+    result = invoke("translate", "-m", toy_model_dir, "--shortlist", input="\n".join(LINES) + "\n")
+    assert result.exit_code == 0, result.output
+    assert len(result.stdout.splitlines()) == len(LINES)
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in ("model.pt", "config.json", "meta.json", "src.model", "tgt.model"):
+        (bare / name).write_bytes((toy_model_dir / name).read_bytes())
+    result = invoke("translate", "-m", bare, "--shortlist", input="apple\n")
+    assert result.exit_code == 3 and "python -m nmt_cli.shortlist" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_module_entry_point_writes_the_shortlist(toy_data_dir, toy_model_dir, tmp_path, capsys):
+    target = tmp_path / "model"
+    target.mkdir()
+    assert main([str(toy_data_dir), str(target)]) == 0
+    written = Shortlist.load(target / SHORTLIST_FILE)
+    original = Shortlist.load(toy_model_dir / SHORTLIST_FILE)
+    np.testing.assert_array_equal(written.candidates, original.candidates)
+    assert main([str(toy_data_dir), str(tmp_path / "nope")]) == 3
+    assert "not a directory" in capsys.readouterr().err
