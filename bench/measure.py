@@ -39,7 +39,7 @@ class TranslationResult:
     """One timed translation of the test set."""
 
     system: str
-    search: str  # greedy, beam5, or beam5-early (ours with --early-stop)
+    search: str  # greedy, beam5, beam5-early (ours with --early-stop), beam5-shortlist
     quantized: bool
     batch_size: int
     sentences: int
@@ -125,12 +125,16 @@ def translate(
     quantize: bool = False,
     tag: str = "speed",
     early_stop: bool = False,
+    shortlist: bool = False,
 ) -> TranslationResult:
     """Translate the test set once, timed, and score it against the raw reference."""
     search = ("greedy" if beam == 1 else f"beam{beam}") + ("-early" if early_stop else "")
+    search += "-shortlist" if shortlist else ""
     name = f"{tag}-{system.name}-{search}{'-int8' if quantize else ''}"
     out = layout.outputs / f"{name}.txt"
-    cmd = systems.translate_command(layout, system, model, beam, test, out, quantize, early_stop)
+    cmd = systems.translate_command(
+        layout, system, model, beam, test, out, quantize, early_stop, shortlist
+    )
     log = layout.log(f"{tag}-translate-{system.name}")
     result = _run(cmd, log, budget_s=TRANSLATE_LIMIT_S, grace_s=30.0)
     returncode = 124 if result.interrupted else result.returncode  # 124: out of time, as timeout(1)

@@ -157,6 +157,20 @@ BEAM_EARLY = Metric(
     _translation_attr("sents_per_s", "beam5-early"),
     digits=1,
 )
+BEAM_SHORTLIST = Metric(
+    "… with --shortlist, beam 5: sentences/s",
+    _translation_attr("sents_per_s", "beam5-shortlist"),
+    digits=1,
+)
+BEAM_SHORTLIST_INT8 = Metric(
+    "… with --shortlist --quantize, beam 5: sentences/s",
+    _translation_attr("sents_per_s", "beam5-shortlist", True),
+    digits=1,
+)
+BEAM_SHORTLIST_INT8_WORDS = Metric(
+    "… with --shortlist --quantize, beam 5: output words/s",
+    _output_words_rate("beam5-shortlist", True),
+)
 METRICS = [
     TRAIN_RATE,
     Metric("training: updates/s", _train_attr("steps_per_s"), digits=3),
@@ -180,8 +194,11 @@ METRICS = [
         _translation_attr("sents_per_s", "beam5-early", True),
         digits=1,
     ),
+    BEAM_SHORTLIST,
+    BEAM_SHORTLIST_INT8,
     BEAM_WORDS,
     BEAM_INT8_WORDS,
+    BEAM_SHORTLIST_INT8_WORDS,
     Metric(
         "translation: peak RSS, MiB (max over its runs)", _translate_rss, higher_is_better=False
     ),
@@ -199,6 +216,11 @@ METRICS = [
     Metric(
         "test BLEU, beam 5 with --quantize (short training: not meaningful)",
         _translation_attr("bleu", "beam5", True),
+        digits=2,
+    ),
+    Metric(
+        "test BLEU, beam 5 with --shortlist --quantize (short training: not meaningful)",
+        _translation_attr("bleu", "beam5-shortlist", True),
         digits=2,
     ),
     Metric(
@@ -263,6 +285,15 @@ def goals(results: BenchResults) -> list[Goal]:
             ),
             _variant_goal(
                 results, system, "--quantize", BEAM_INT8_WORDS, BEAM_WORDS, "output words/s"
+            ),
+            _variant_goal(results, system, "--shortlist --quantize", BEAM_SHORTLIST_INT8),
+            _variant_goal(
+                results,
+                system,
+                "--shortlist --quantize",
+                BEAM_SHORTLIST_INT8_WORDS,
+                BEAM_WORDS,
+                "output words/s",
             ),
             _goal_vs_peer(
                 results, "greedy batch 64 sents/s ≥ 2× the faster peer", GREEDY, system, 2

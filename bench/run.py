@@ -137,20 +137,30 @@ class Bench:
 
     def translate_all(self, test: dataset.TestSet) -> None:
         """Greedy and beam 5 for every trained system; ours also with --quantize and, at beam 5,
-        with --early-stop (the stopping rule the peers use)."""
+        with --early-stop (the stopping rule the peers use) and with --shortlist."""
         for name, model in self.models.items():
             system = SYSTEMS[name]
             if system.train_only:
                 continue
-            runs = [(beam, False, False) for beam in (1, 5)]
-            if system.ours:  # also int8, and the peers' beam stopping rule
-                runs += [(1, True, False), (5, True, False), (5, False, True), (5, True, True)]
-            for beam, quantize, early in runs:
+            runs = [(beam, False, False, False) for beam in (1, 5)]
+            if system.ours:  # also int8, the peers' beam stopping rule, and the shortlist
+                runs += [(1, True, False, False), (5, True, False, False)]
+                runs += [(5, False, True, False), (5, True, True, False)]
+                runs += [(5, False, False, True), (5, True, False, True)]
+            for beam, quantize, early, shortlist in runs:
                 label = f"translate {name} beam {beam}{' int8' if quantize else ''}"
                 label += " early-stop" if early else ""
+                label += " shortlist" if shortlist else ""
                 with self.rec.step(label):
                     run = measure.translate(
-                        self.layout, system, model, test, beam, quantize, early_stop=early
+                        self.layout,
+                        system,
+                        model,
+                        test,
+                        beam,
+                        quantize,
+                        early_stop=early,
+                        shortlist=shortlist,
                     )
                     self.results.translation.append(run)
                     self.results.commands.append(run.command)

@@ -150,12 +150,14 @@ def translate_command(
     out: Path,
     quantize: bool = False,
     early_stop: bool = False,
+    shortlist: bool = False,
 ) -> Command:
     """Translate the test set with batch 64 and beam `beam` (1 = greedy) into `out`."""
     if system.ours:
         argv = [OUR_NMT, "translate", "-m", model, "-i", test.raw_src, "--beam", str(beam)]
         argv += ["--batch-size", "64", *(["--quantize"] if quantize else [])]
         argv += ["--early-stop"] if early_stop else []
+        argv += ["--shortlist"] if shortlist else []
         return Command(argv, stdout=out, output=out)
     if system.kind == "onmt":
         return Command(

@@ -76,20 +76,23 @@ def speed_grid(args, src: Path, ref: Path, sentences: int) -> list[dict]:
     """Every search setting once, then the batch-64 ones again for `args.repeats` rounds in
     all: this machine's timings move by up to a third between runs, and a median of
     interleaved rounds is steadier than one run."""
-    grid = [(b, bs, q, False) for b in (1, 5) for bs in (64, 1) for q in (False, True)]
-    grid += [(5, 64, q, True) for q in (False, True)]  # the peers' stopping rule
+    grid = [(b, bs, q, False, False) for b in (1, 5) for bs in (64, 1) for q in (False, True)]
+    grid += [(5, 64, q, True, False) for q in (False, True)]  # the peers' stopping rule
+    grid += [(b, 64, q, False, True) for b in (5, 1) for q in (False, True)]  # --shortlist
     times: dict[tuple, list[float]] = {setting: [] for setting in grid}
     rows: dict[tuple, dict] = {}
     for round_ in range(max(1, args.repeats)):
         for setting in grid:
-            beam, batch, quantize, early = setting
+            beam, batch, quantize, early, shortlist = setting
             if round_ and batch != 64:
                 continue
             name = f"beam{beam}-bs{batch}{'-int8' if quantize else ''}{'-early' if early else ''}"
+            name += "-shortlist" if shortlist else ""
             out = args.work / f"{name}.txt"
             cmd = [OUR_NMT, "translate", "-m", args.model, "-i", src, "--beam", beam]
             cmd += ["--batch-size", batch, *(["--quantize"] if quantize else [])]
             cmd += ["--early-stop"] if early else []
+            cmd += ["--shortlist"] if shortlist else []
             run = procs.run(cmd, args.work / "logs" / f"{name}.log", stdout=out)
             procs.check(run, name, args.work / "logs" / f"{name}.log")
             times[setting].append(round(run.seconds, 2))
@@ -99,6 +102,7 @@ def speed_grid(args, src: Path, ref: Path, sentences: int) -> list[dict]:
                 {
                     "search": "greedy" if beam == 1 else f"beam {beam}",
                     "early_stop": early,
+                    "shortlist": shortlist,
                     "batch_size": batch,
                     "quantized": quantize,
                     "bleu": score,
@@ -193,6 +197,25 @@ def _seconds(row: dict) -> str:
     return f"{row['seconds']} ({', '.join(str(r) for r in runs)})"
 
 
+def _flags(row: dict) -> str:
+    flags = [name for key, name in (("early_stop", "--early-stop"), ("shortlist", "--shortlist"))
+             if row.get(key)]  # fmt: skip
+    return "".join(f", {flag}" for flag in flags)
+
+
+def ensure_shortlist(model: Path, work: Path) -> None:
+    """Write the model's lexical shortlist from its training data when it has none (models
+    trained before `nmt train` wrote one)."""
+    if (model / "shortlist.npz").exists():
+        return
+    meta = json.loads((model / "meta.json").read_text(encoding="utf-8"))
+    data = Path(meta["data_dir"])
+    data = data if data.is_absolute() else REPO_DIR / data
+    log = work / "logs" / "shortlist.log"
+    python = Path(OUR_NMT).parent / "python"
+    procs.check(procs.run([python, "-m", "nmt_cli.shortlist", data, model], log), "shortlist", log)
+
+
 def write(args, results: dict) -> Path:
     grid, lat = results["grid"], results["latency"]
     best_peer = {k: max(p[k] for p in PEERS.values()) for k in ("greedy", "beam 5")}
@@ -214,7 +237,7 @@ def write(args, results: dict) -> Path:
     ]
     for row in grid:
         lines.append(
-            f"| {row['search']}{', --early-stop' if row.get('early_stop') else ''} | {row['batch_size']} | {'yes' if row['quantized'] else 'no'} | "
+            f"| {row['search']}{_flags(row)} | {row['batch_size']} | {'yes' if row['quantized'] else 'no'} | "
             f"{row['sents_per_s']} | {ratio(row['sents_per_s'], best_peer[row['search']])} | "
             f"{row['bleu']} | {_seconds(row)} | {row['max_rss_mib']} |"
         )
@@ -290,6 +313,7 @@ def main() -> int:
         "machine": f"{m.nproc} cores, {m.cpu_model}",
         "sentences": line_count(src),
     }
+    ensure_shortlist(args.model, args.work)
     results["grid"] = speed_grid(args, src, ref, results["sentences"])
     results["latency"] = latency(args)
     if not args.skip_streaming:

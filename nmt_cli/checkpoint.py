@@ -5,6 +5,7 @@ A model directory holds:
   model.pt             the best weights, {"format", "version", "config", "weights", "meta"}
   src.model, tgt.model the SentencePiece models (identical files for a joint vocabulary)
   meta.json            training metadata: steps, best dev BLEU, data fingerprint, versions
+  shortlist.npz        the lexical shortlist of `translate --shortlist` (nmt_cli.shortlist)
   train.jsonl          one JSON object per progress report and validation
   checkpoints/last.pt  everything needed to resume (optimizer, schedule, step, RNG, data position)
 

@@ -13,6 +13,7 @@ a model trained before shortlists existed: `python -m nmt_cli.shortlist DATA_DIR
 
 from __future__ import annotations
 
+import io
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,9 +45,12 @@ class Shortlist:
         return np.unique(ids[ids >= 0])
 
     def save(self, path: Path) -> None:
-        tmp = path.with_suffix(".tmp.npz")
-        np.savez(tmp, candidates=self.candidates, always=self.always)
-        tmp.replace(path)
+        """Write atomically (temporary file, fsync, rename), as every model file is."""
+        from nmt_cli import atomic
+
+        buffer = io.BytesIO()
+        np.savez(buffer, candidates=self.candidates, always=self.always)
+        atomic.write_bytes(path, buffer.getvalue())
 
     @classmethod
     def load(cls, path: Path) -> Shortlist:
