@@ -27,7 +27,7 @@ SHORTLIST_FILE = "shortlist.npz"
 PER_SOURCE = 50  # translations kept per source piece
 FREQUENT = 200  # most frequent target pieces, always in
 EM_ITERATIONS = 5
-MAX_PAIRS = 10_000_000  # (source, target) token pairs read for the table: about 0.5 GB at most
+MAX_PAIRS = 10_000_000  # (source, target) token pairs read for the table: about 1 GB at most
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,26 @@ class Shortlist:
         src = src[(src >= 0) & (src < len(self.candidates))]
         ids = np.concatenate([self.candidates[src].ravel(), self.always])
         return np.unique(ids[ids >= 0])
+
+    def check(self, src_vocab: int, tgt_vocab: int, path: Path) -> Shortlist:
+        """This shortlist, if it fits a model of these vocabulary sizes; else ArtifactError."""
+        candidates, always = self.candidates, self.always
+        fits = (
+            candidates.ndim == 2
+            and candidates.shape[0] == src_vocab
+            and np.issubdtype(candidates.dtype, np.integer)
+            and np.issubdtype(always.dtype, np.integer)
+            and int(candidates.max(initial=-1)) < tgt_vocab
+            and int(always.max(initial=-1)) < tgt_vocab
+            and int(always.min(initial=0)) >= 0
+        )
+        if not fits:
+            raise ArtifactError(
+                f"{path} does not fit the model ({src_vocab} source and {tgt_vocab} target "
+                "pieces): it was built from other data; rewrite it with `python -m "
+                f"nmt_cli.shortlist DATA_DIR {path.parent}` using the model's data directory"
+            )
+        return self
 
     def save(self, path: Path) -> None:
         """Write atomically (temporary file, fsync, rename), as every model file is."""
@@ -94,7 +114,12 @@ def build_shortlist(
     keep = (rank < per_source) & (pair_src < src_vocab)  # the NULL word's list is not needed
     candidates = np.full((src_vocab, per_source), -1, dtype=np.int32)
     candidates[pair_src[keep], rank[keep]] = pair_tgt[keep]
-    counts = np.bincount(_concatenated(tgt), minlength=tgt_vocab)
+    flat = getattr(tgt, "ids", None)  # TokenIds: one memory-mapped array, no copies
+    counts = np.zeros(tgt_vocab, dtype=np.int64)
+    for start in range(0, len(flat) if flat is not None else 0, 1 << 24):
+        counts += np.bincount(flat[start : start + (1 << 24)], minlength=tgt_vocab)[:tgt_vocab]
+    if flat is None:
+        counts = np.bincount(_concatenated(tgt), minlength=tgt_vocab)
     top = np.argsort(-counts, kind="stable")[:frequent]
     always = np.unique(np.concatenate([top, np.asarray(specials)]).astype(np.int32))
     return Shortlist(candidates, always)
@@ -117,14 +142,20 @@ def lexical_table(
 
     Returns (probs, source ids, target ids), one entry per distinct pair; source id
     `src_vocab` is the NULL word. Vectorised EM: every (sentence, target position, source
-    position) triple is one entry of flat arrays.
+    position) triple is one entry of flat arrays. A corpus with more than `max_pairs` token
+    pairs is read at an even stride (every k-th pair), so all of it is sampled.
     """
     null = src_vocab
+    if hasattr(src, "lengths") and hasattr(tgt, "lengths"):  # TokenIds: no pass over the ids
+        sizes = (np.asarray(src.lengths) + 1) * np.asarray(tgt.lengths)
+    else:
+        sizes = np.array([(len(s) + 1) * len(t) for s, t in zip(src, tgt, strict=True)])
+    stride = max(1, -(-int(sizes.sum()) // max_pairs))  # ceil
     keys, groups = [], []
     used, group = 0, 0
-    for s, t in zip(src, tgt, strict=True):
-        s = np.append(np.asarray(s, dtype=np.int64), null)
-        t = np.asarray(t, dtype=np.int64)
+    for n in range(0, len(sizes), stride):
+        s = np.append(np.asarray(src[n], dtype=np.int64), null)
+        t = np.asarray(tgt[n], dtype=np.int64)
         if not len(t):
             continue
         if used + len(s) * len(t) > max_pairs:
@@ -176,11 +207,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if not args.model_dir.is_dir():
             raise ArtifactError(f"{args.model_dir} is not a directory: give the model directory")
-        print(write_shortlist(load_data_dir(args.data_dir), args.model_dir))
+        data = load_data_dir(args.data_dir)
+        _check_same_data(data, args.model_dir)
+        print(write_shortlist(data, args.model_dir))
     except NmtError as error:
         print(f"error: {error}", file=sys.stderr)
         return error.exit_code
+    except OSError as error:
+        print(f"error: cannot write {args.model_dir / SHORTLIST_FILE}: {error}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _check_same_data(data, model_dir: Path) -> None:
+    """Refuse a data directory other than the one the model was trained on (by fingerprint)."""
+    import json
+
+    try:
+        meta = json.loads((model_dir / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # no record to compare with: the vocabulary check at load time still applies
+    trained_on = meta.get("data_fingerprint")
+    if trained_on and trained_on != data.fingerprint:
+        raise ArtifactError(
+            f"{model_dir} was trained on other data than {data.path} (fingerprints differ); "
+            "give the data directory it was trained on"
+        )
 
 
 if __name__ == "__main__":

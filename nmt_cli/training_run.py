@@ -96,7 +96,7 @@ def run_training(
 def _train_ranked(data, output: Path, config: Config, ranks, resume: bool, force: bool, on_event):
     from nmt_cli.distributed import barrier
     from nmt_cli.lock import directory_lock
-    from nmt_cli.shortlist import write_shortlist
+    from nmt_cli.shortlist import SHORTLIST_FILE, write_shortlist
     from nmt_cli.trainer import Trainer, copy_tokenizers
 
     barrier(ranks)
@@ -114,7 +114,6 @@ def _train_ranked(data, output: Path, config: Config, ranks, resume: bool, force
         if ranks.main:
             checkpoint.write_json(output / checkpoint.CONFIG_FILE, config.to_dict())
             copy_tokenizers(data, output)
-            write_shortlist(data, output)
             on_event(
                 {
                     "event": "config",
@@ -126,5 +125,8 @@ def _train_ranked(data, output: Path, config: Config, ranks, resume: bool, force
                 }
             )
         if resume:
-            trainer.resume()
+            trainer.resume()  # refuses other data before anything more is written
+        shortlist = output / SHORTLIST_FILE
+        if ranks.main and not (resume and shortlist.exists()):
+            write_shortlist(data, output)
         return trainer.train()

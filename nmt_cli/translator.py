@@ -198,7 +198,10 @@ class Translator:
         tgt_tok = Tokenizer(model_dir / checkpoint.TGT_SPM)
         translator = cls(model, config, src_tok, tgt_tok, torch_device, model_dir)
         if shortlist:
-            translator.shortlist = Shortlist.load(model_dir / SHORTLIST_FILE)
+            path = model_dir / SHORTLIST_FILE
+            translator.shortlist = Shortlist.load(path).check(
+                config.model.src_vocab_size, config.model.tgt_vocab_size, path
+            )
         return translator
 
     def translate_lines(

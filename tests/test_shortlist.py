@@ -3,6 +3,8 @@ over them."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -39,11 +41,12 @@ def test_ibm1_puts_each_source_words_mass_on_its_translation():
     assert all(table[s, 20] < table[s, s + 10] for s in (4, 5, 6))
 
 
-def test_the_table_stops_reading_at_its_pair_budget():
-    # the first pair has (2 source words + NULL) × 3 target words = 9 token pairs
-    _, pair_src, pair_tgt = lexical_table(SRC, TGT, 10, 30, max_pairs=9)
+def test_a_corpus_over_the_pair_budget_is_read_at_an_even_stride():
+    # token pairs per sentence, NULL included: 9, 9, 6, 2, 16 (42 in all)
+    _, pair_src, pair_tgt = lexical_table(SRC, TGT, 10, 30, max_pairs=20)
+    # stride ceil(42 / 20) = 3: sentences 0 and 3, not 0 and 1 as reading from the start would
+    assert set(pair_tgt.tolist()) == {14, 15, 20} and 16 not in pair_tgt
     assert set(pair_src.tolist()) == {4, 5, 10}
-    assert set(pair_tgt.tolist()) == {14, 15, 20}
     assert len(lexical_table([], [], 10, 30)[0]) == 0
 
 
@@ -132,6 +135,63 @@ def test_a_sentence_is_translated_over_its_own_shortlist_whatever_its_batch(toy_
         assert set(produced) <= own | {1}  # the tokenizer may map an odd character to UNK
 
 
+@pytest.mark.parametrize(("beam", "nbest"), [(1, 1), (3, 3)])
+def test_each_sentence_keeps_to_its_own_small_shortlist_in_any_batch(toy_model_dir, beam, nbest):
+    from nmt_cli.translator import decode_ids
+
+    translator = Translator.load(toy_model_dir)
+    src_vocab = translator.model.config.src_vocab_size
+    tgt_vocab = translator.model.config.tgt_vocab_size
+    rng = np.random.default_rng(1)
+    candidates = np.stack(
+        [rng.choice(np.arange(4, tgt_vocab), 6, replace=False) for _ in range(src_vocab)]
+    ).astype(np.int32)
+    shortlist = Shortlist(candidates, np.arange(4, dtype=np.int32))  # specials only
+    lines = [*LINES, "sun sun sun sun sun sun", "apple"]
+    sources = [np.asarray(translator.src_tokenizer.encode(line)) for line in lines]
+    own = [set(shortlist.ids_for([source]).tolist()) for source in sources]
+    assert len(set(map(frozenset, own))) > 1  # the sentences' lists differ
+    results = {}
+    for size in (1, 2, 64):
+        options = SearchOptions(beam_size=beam, nbest=nbest, batch_size=size)
+        nbests = decode_ids(translator.model, sources, translator.device, options, None, shortlist)
+        results[size] = [[(h.tokens, round(h.score, 4)) for h in nbest] for nbest in nbests]
+        for allowed, nbest_list in zip(own, nbests, strict=True):
+            assert all(set(h.tokens) <= allowed for h in nbest_list)
+    assert results[1] == results[2] == results[64]
+
+
+def test_a_shortlist_that_does_not_fit_the_model_is_refused(toy_model_dir, tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    for name in ("model.pt", "config.json", "meta.json", "src.model", "tgt.model"):
+        (model / name).write_bytes((toy_model_dir / name).read_bytes())
+    vocab = Translator.load(toy_model_dir).model.config.tgt_vocab_size
+    for wrong in (
+        Shortlist(np.zeros((3, 2), dtype=np.int32), np.arange(4)),  # other source vocabulary
+        Shortlist(np.full((vocab, 2), vocab + 5, dtype=np.int32), np.arange(4)),  # ids too big
+    ):
+        wrong.save(model / SHORTLIST_FILE)
+        result = invoke("translate", "-m", model, "--shortlist", input="apple\n")
+        assert result.exit_code == 3 and "does not fit the model" in result.stderr
+        assert "Traceback" not in result.output
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
+def test_a_per_channel_int8_layer_keeps_its_int8_values():
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+    from nmt_cli.model.seq2seq import _output_rows
+
+    torch.manual_seed(0)
+    layer = torch.nn.Sequential(torch.nn.Linear(16, 40))
+    layer[0].weight.data[5] *= 0.01  # a row of small norm: one scale for all would blur it
+    quantized = quantize_dynamic(layer, {torch.nn.Linear: per_channel_dynamic_qconfig})[0]
+    ids = torch.tensor([1, 5, 9, 30])
+    vectors = torch.randn(3, 16)
+    torch.testing.assert_close(_output_rows(quantized, ids)(vectors), quantized(vectors)[:, ids])
+
+
 def test_rows_of_the_output_layer_match_the_whole_layer_float_and_int8(toy_model_dir):
     from nmt_cli.model.seq2seq import _output_rows
 
@@ -169,3 +229,26 @@ def test_module_entry_point_writes_the_shortlist(toy_data_dir, toy_model_dir, tm
     np.testing.assert_array_equal(written.candidates, original.candidates)
     assert main([str(toy_data_dir), str(tmp_path / "nope")]) == 3
     assert "not a directory" in capsys.readouterr().err
+    meta = toy_model_dir / "meta.json"
+    (target / "meta.json").write_text(
+        meta.read_text().replace('"data_fingerprint": "', '"data_fingerprint": "x')
+    )
+    assert main([str(toy_data_dir), str(target)]) == 3
+    assert "trained on other data" in capsys.readouterr().err
+
+
+def test_resume_keeps_the_shortlist_a_fresh_run_rewrites_it(toy_model_dir, toy_data_dir, tmp_path):
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(toy_model_dir, model)
+    sentinel = Shortlist(np.full((3, 1), -1, dtype=np.int32), np.arange(4, dtype=np.int32))
+    sentinel.save(model / SHORTLIST_FILE)
+    step = json.loads((model / "meta.json").read_text())["step"]
+    result = invoke("train", toy_data_dir, "-o", model, "--resume", "--max-steps", step + 1)
+    assert result.exit_code == 0, result.output
+    assert Shortlist.load(model / SHORTLIST_FILE).candidates.shape == (3, 1)  # untouched
+    result = invoke("train", toy_data_dir, "-o", model, "--force", "--max-steps", 1)
+    assert result.exit_code == 0, result.output
+    rewritten = Shortlist.load(model / SHORTLIST_FILE)
+    assert rewritten.candidates.shape[0] == Translator.load(model).model.config.src_vocab_size

@@ -69,7 +69,8 @@ def translate(
         False,
         "--shortlist",
         help="Score only the target pieces likely for each sentence's source pieces (the "
-        "lexical shortlist `nmt train` writes): faster on CPU; output may differ slightly.",
+        "lexical shortlist `nmt train` writes): faster on CPU; output may differ slightly, and "
+        "scores are normalised over the shortlist.",
     ),
     threads: int = typer.Option(0, help="CPU threads (0: torch default)."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),

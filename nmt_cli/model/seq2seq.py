@@ -105,16 +105,14 @@ class Seq2Seq(nn.Module):
         return state.select(index), memory.select(index)
 
 
-def _output_rows(generator: nn.Module, ids: torch.Tensor) -> nn.Module:
-    """The output layer restricted to the target ids `ids` (K,): a Linear (V → K rows), int8
-    again when the layer is (see `--quantize`)."""
+def _output_rows(generator: nn.Module, ids: torch.Tensor):
+    """The output layer restricted to the target ids `ids` (K,): a function (N, O) → (N, K),
+    int8 again when the layer is (see `--quantize`)."""
     weight, bias = generator.weight, generator.bias
     if not callable(weight):  # a float nn.Linear
-        rows = nn.Linear(weight.size(1), len(ids), bias=bias is not None, device=weight.device)
-        rows.weight = nn.Parameter(weight.detach().index_select(0, ids), requires_grad=False)
-        if bias is not None:
-            rows.bias = nn.Parameter(bias.detach().index_select(0, ids), requires_grad=False)
-        return rows.to(weight.dtype)
+        weight = weight.detach().index_select(0, ids)
+        bias = None if bias is None else bias.detach().index_select(0, ids)
+        return lambda vectors: nn.functional.linear(vectors, weight, bias)
     import warnings
 
     from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
@@ -125,9 +123,13 @@ def _output_rows(generator: nn.Module, ids: torch.Tensor) -> nn.Module:
         rows = DynamicLinear(weight.size(1), len(ids), dtype=torch.qint8)
         if weight.qscheme() == torch.per_tensor_affine:
             selected = weight.index_select(0, ids)
-        else:  # per-channel scales: re-quantize the selected rows per tensor
-            float_rows = weight.dequantize().index_select(0, ids)
-            scale = float(float_rows.abs().max().clamp_min(1e-8)) / 127
-            selected = torch.quantize_per_tensor(float_rows, scale, 0, torch.qint8)
+        else:  # per-channel: the same int8 values under the selected channels' scales
+            selected = torch.quantize_per_channel(
+                weight.dequantize().index_select(0, ids),
+                weight.q_per_channel_scales().index_select(0, ids),
+                weight.q_per_channel_zero_points().index_select(0, ids),
+                0,
+                torch.qint8,
+            )
         rows.set_weight_bias(selected, None if bias is None else bias.index_select(0, ids))
     return rows
