@@ -221,13 +221,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _check_same_data(data, model_dir: Path) -> None:
     """Refuse a data directory other than the one the model was trained on (by fingerprint)."""
-    import json
+    from nmt_cli import checkpoint
 
-    try:
-        meta = json.loads((model_dir / "meta.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    meta = model_dir / checkpoint.META_FILE
+    if not meta.exists():
         return  # no record to compare with: the vocabulary check at load time still applies
-    trained_on = meta.get("data_fingerprint")
+    trained_on = checkpoint.read_json(meta).get("data_fingerprint")
     if trained_on and trained_on != data.fingerprint:
         raise ArtifactError(
             f"{model_dir} was trained on other data than {data.path} (fingerprints differ); "
