@@ -25,6 +25,7 @@ from nmt_cli import checkpoint
 from nmt_cli.batching import Batch, collate, iterate_batches, make_batches
 from nmt_cli.config import Config
 from nmt_cli.data.datadir import DataDir
+from nmt_cli.device import pick_device
 from nmt_cli.distributed import Ranks, barrier, broadcast, shard, sum_values
 from nmt_cli.errors import Interrupted, NmtError
 from nmt_cli.model.seq2seq import PAD_ID, Seq2Seq
@@ -46,16 +47,6 @@ class Progress:
     lr_scale: float = 1.0  # plateau decay applied so far
     tokens_seen: int = 0
     train_seconds: float = 0.0
-
-
-def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise NmtError(
-            "--device cuda was asked for but no CUDA device is available; use --device cpu"
-        )
-    return torch.device(name)
 
 
 def autocast_for(device: torch.device, enabled: bool):
@@ -392,7 +383,9 @@ class Trainer:
         sources = [src[i][: self.config.train.max_len] for i in range(n)]
         self.model.eval()
         with self.autocast:
-            hyps = decode_ids(self.model, sources, device=self.device, batch_size=128)
+            hyps = decode_ids(
+                self.model, sources, device=self.device, batch_size=128, with_attention=False
+            )
         texts = [self._tgt_tokenizer.decode(nbest[0].tokens) for nbest in hyps]
         return sacrebleu.corpus_bleu(texts, [refs]).score
 
@@ -575,5 +568,4 @@ __all__ = [
     "batch_loss",
     "collate",
     "copy_tokenizers",
-    "pick_device",
 ]

@@ -74,8 +74,8 @@ def run_training(
     """Train a model into `output`; returns the final Progress."""
     from nmt_cli.data.datadir import load_data_dir
     from nmt_cli.data.tokenizer import Tokenizer
+    from nmt_cli.device import pick_device
     from nmt_cli.distributed import from_environment, shutdown
-    from nmt_cli.trainer import pick_device
 
     data = load_data_dir(data_dir)
     base = None

@@ -58,6 +58,7 @@ def _search_batch(
     device: torch.device,
     options: SearchOptions,
     shortlist: Shortlist | None = None,
+    with_attention: bool = True,
 ) -> list[list[Hypothesis]]:
     batch = collate(sources, [np.empty(0, dtype=np.int64)] * len(sources))
     src, lengths = batch.src.to(device), batch.src_lengths.to(device)
@@ -68,6 +69,8 @@ def _search_batch(
         ids, allowed = _shortlist_columns(shortlist, sources)
         step = model.shortlist_step(torch.from_numpy(ids).to(device), allowed.to(device))
         bos, eos = int(np.searchsorted(ids, BOS_ID)), int(np.searchsorted(ids, EOS_ID))
+    if not with_attention:  # the search then keeps no attention trail (copied at every step)
+        step = _without_attention(step)
     if options.beam_size == 1:
         best = greedy_search(step, model.reorder, state, len(sources), bos, eos, max_lengths)
         nbests = [[h] for h in best]
@@ -90,6 +93,16 @@ def _search_batch(
     return [[replace(h, tokens=ids[h.tokens].tolist()) for h in nbest] for nbest in nbests]
 
 
+def _without_attention(step):
+    """`step` with its attention dropped: hypotheses then carry none."""
+
+    def without(prev: torch.Tensor, state):
+        log_probs, state, _ = step(prev, state)
+        return log_probs, state, None
+
+    return without
+
+
 def _shortlist_columns(shortlist: Shortlist, sources: Sequence[np.ndarray]):
     """The batch's target ids (K,), sorted, and which of them each sentence may produce (B, K)."""
     lists = [shortlist.ids_for([source]) for source in sources]
@@ -109,9 +122,11 @@ def decode_ids(
     options: SearchOptions | None = None,
     batch_size: int | None = None,
     shortlist: Shortlist | None = None,
+    with_attention: bool = True,
 ) -> list[list[Hypothesis]]:
     """n-best lists for source id sequences, batched longest first, returned in input order;
-    with a `shortlist`, each sentence is scored over its own lexical shortlist only."""
+    with a `shortlist`, each sentence is scored over its own lexical shortlist only; without
+    `with_attention`, hypotheses carry no attention (less work per step)."""
     options = options or SearchOptions(beam_size=1)
     size = batch_size or options.batch_size
     model.eval()
@@ -121,7 +136,9 @@ def decode_ids(
         rows = order[start : start + size]
         for row, nbest in zip(
             rows,
-            _search_batch(model, [sources[i] for i in rows], device, options, shortlist),
+            _search_batch(
+                model, [sources[i] for i in rows], device, options, shortlist, with_attention
+            ),
             strict=True,
         ):
             results[row] = nbest
@@ -180,7 +197,7 @@ class Translator:
         shortlist: bool = False,
     ) -> Translator:
         from nmt_cli.data.tokenizer import Tokenizer
-        from nmt_cli.trainer import pick_device
+        from nmt_cli.device import pick_device
 
         model_dir = Path(model_dir)
         checkpoint.check_model_dir(model_dir)
@@ -238,7 +255,14 @@ class Translator:
                     slot[key] = len(unique)
                     unique.append(ids)
                 todo.append((i, slot[key]))
-        nbests = decode_ids(self.model, unique, self.device, options, shortlist=self.shortlist)
+        nbests = decode_ids(
+            self.model,
+            unique,
+            self.device,
+            options,
+            shortlist=self.shortlist,
+            with_attention=with_attention or replace_unk,
+        )
         results = [
             Translation(source=line, text="", truncated=encoded[i][1])
             for i, line in enumerate(lines)

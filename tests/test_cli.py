@@ -28,6 +28,25 @@ def test_help_does_not_import_heavy_libraries():
     assert out.stdout.strip() == "[]"
 
 
+def test_translate_imports_only_what_plain_output_needs(toy_model_dir):
+    code = (
+        "import sys; sys.argv = ['nmt', 'translate', '-m', sys.argv[1]]\n"
+        "from nmt_cli.cli.app import app\n"
+        "try:\n    app()\nexcept SystemExit:\n    pass\n"
+        "heavy = ('pydantic', 'sacrebleu', 'nmt_cli.trainer', 'nmt_cli.alignment', 'rich')\n"
+        "print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code, str(toy_model_dir)],
+        input="apple river\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert len(run.stdout.splitlines()) == 1
+    assert run.stderr.strip().splitlines()[-1] == "[]"
+
+
 def test_python_dash_m_entry_point():
     out = subprocess.run(
         [sys.executable, "-m", "nmt_cli", "--version"], capture_output=True, text=True
@@ -93,6 +112,22 @@ def test_repeated_lines_are_decoded_once_per_chunk(toy_model_dir, monkeypatch):
     assert decoded == [2]  # "apple river" (stripped copies too) and "green bird"
     assert [r.text for r in results] == [alone[line] for line in lines]
     assert [r.source for r in results] == lines
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_a_search_without_attention_finds_the_same_hypotheses(toy_model_dir, beam):
+    from nmt_cli.translator import SearchOptions, Translator, decode_ids
+
+    translator = Translator.load(toy_model_dir)
+    sources = [translator._encode_source(line)[0] for line in ["apple river", "green bird sun"]]
+    options = SearchOptions(beam_size=beam, nbest=beam)
+    plain = decode_ids(translator.model, sources, translator.device, options, with_attention=False)
+    full = decode_ids(translator.model, sources, translator.device, options)
+    for without, with_ in zip(plain, full, strict=True):
+        assert [h.tokens for h in without] == [h.tokens for h in with_]
+        assert [h.score for h in without] == [h.score for h in with_]
+        assert all(h.attention is None for h in without)
+        assert all(h.attention.size(0) == len(h.tokens) + 1 for h in with_)
 
 
 def test_beam_one_equals_greedy_output(toy_model_dir):

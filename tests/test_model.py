@@ -171,3 +171,45 @@ def test_fast_gru_matches_packed_nn_gru_outputs_finals_and_gradients():
     (out_a, fin_a, grads_a), (out_b, fin_b, grads_b) = results
     assert torch.allclose(out_a, out_b) and torch.allclose(fin_a, fin_b)
     assert all(torch.allclose(a, b) for a, b in zip(grads_a, grads_b, strict=True))
+
+
+@pytest.mark.parametrize(("attention", "style"), [("additive", "luong"), ("general", "bahdanau")])
+def test_rows_sharing_a_memory_entry_decode_as_rows_with_their_own_copy(attention, style):
+    """A beam's rows attend to one shared memory entry; the result equals a copy per row."""
+    torch.manual_seed(2)
+    model = Seq2Seq(tiny(attention=attention, decoder_style=style, input_feed=True)).eval()
+    batch = toy_batch()
+    state, memory = model.encode(batch.src, batch.src_lengths)
+    beam = torch.arange(4).repeat_interleave(3)  # 3 rows per sentence, sentence-major
+    shared = memory.select(beam)
+    assert shared.group == 3 and shared.keys.size(0) == 4
+    per_row = memory.select(torch.tensor([0, 1, 1, 2, 2, 2, 3, 3, 3, 0, 0, 1]))  # uneven runs
+    assert per_row.group == 1 and per_row.keys.size(0) == 12
+    copied = type(memory)(
+        *(x.index_select(0, beam) for x in (memory.states, memory.keys, memory.mask))
+    )
+    prev = torch.randint(4, VOCAB, (12,))
+    state = state.select(beam)
+    with torch.no_grad():
+        got = model.decoder.step(prev, state, shared)
+        want = model.decoder.step(prev, state, copied)
+    torch.testing.assert_close(got[0], want[0])
+    torch.testing.assert_close(got[2], want[2])
+    assert torch.equal(shared.row_origin(), beam)
+
+
+def test_memory_select_copies_nothing_while_each_sentence_keeps_its_rows():
+    torch.manual_seed(3)
+    model = Seq2Seq(tiny()).eval()
+    batch = toy_batch()
+    _, memory = model.encode(batch.src, batch.src_lengths)
+    beam = memory.select(torch.arange(4).repeat_interleave(2))  # (8,) rows, 2 per sentence
+    # the beams of each sentence reorder among themselves: the same memory object
+    assert beam.select(torch.tensor([1, 1, 2, 3, 5, 4, 7, 7])) is beam
+    # sentence 1 leaves: entries 0, 2, 3 remain, still two rows each
+    fewer = beam.select(torch.tensor([0, 1, 4, 5, 6, 7]))
+    assert fewer.group == 2 and torch.equal(fewer.origin, torch.tensor([0, 2, 3]))
+    torch.testing.assert_close(fewer.keys, memory.keys[[0, 2, 3]])
+    # a row of sentence 3 moved into sentence 2's run: each row gets its own entry
+    mixed = beam.select(torch.tensor([0, 1, 4, 6, 6, 7]))
+    assert mixed.group == 1 and torch.equal(mixed.origin, torch.tensor([0, 0, 2, 3, 3, 3]))

@@ -25,29 +25,57 @@ from nmt_cli.model.gru import FastGRU
 
 @dataclass
 class Memory:
-    """What the decoder attends to, computed once per batch by the encoder."""
+    """What the decoder attends to, computed once per batch by the encoder.
 
-    states: torch.Tensor  # (B, S, M) encoder states: the values
-    keys: torch.Tensor  # (B, S, K) projected keys (the states themselves for dot attention)
-    mask: torch.Tensor  # (B, S) True on real source tokens
-    origin: torch.Tensor | None = None  # (B,) the source sentence each row was encoded from
+    Decoder rows map to memory entries in runs: row r attends to entry r // `group`. A beam
+    search keeps each sentence's hypotheses in consecutive rows, so its W rows share one entry
+    and the source is neither copied per hypothesis nor attended to W times over.
+    """
+
+    states: torch.Tensor  # (N, S, M) encoder states: the values
+    keys: torch.Tensor  # (N, S, K) projected keys (the states themselves for dot attention)
+    mask: torch.Tensor  # (N, S) True on real source tokens
+    origin: torch.Tensor | None = None  # (N,) the source sentence each entry was encoded from
+    group: int = 1  # decoder rows per entry
+
+    def row_origin(self) -> torch.Tensor:
+        """The source sentence of each decoder row (N * group,)."""
+        assert self.origin is not None, "the memory was built without origins"
+        return self.origin if self.group == 1 else self.origin.repeat_interleave(self.group)
 
     def select(self, index: torch.Tensor) -> Memory:
-        """The memory of rows `index`. A search reorders rows at every step, mostly among the
-        beams of one sentence, which share their memory: when every row keeps the sentence
-        it had, nothing is copied."""
-        if self.origin is not None:
-            origin = self.origin.index_select(0, index)
-            if origin.shape == self.origin.shape and torch.equal(origin, self.origin):
-                return self
-        else:
-            origin = None
+        """The memory of decoder rows `index` (R',). Runs of equal length that share an entry
+        (a beam's rows) keep sharing it; when every entry stays in place, nothing is copied."""
+        entries = index // self.group if self.group > 1 else index
+        group = 1
+        if entries.numel():
+            runs, counts = torch.unique_consecutive(entries, return_counts=True)
+            if bool((counts == counts[0]).all()):
+                entries, group = runs, int(counts[0])
+        if (
+            group == self.group
+            and entries.numel() == self.keys.size(0)
+            and torch.equal(entries, torch.arange(len(entries), device=entries.device))
+        ):
+            return self
         return Memory(
-            self.states.index_select(0, index),
-            self.keys.index_select(0, index),
-            self.mask.index_select(0, index),
-            origin,
+            self.states.index_select(0, entries),
+            self.keys.index_select(0, entries),
+            self.mask.index_select(0, entries),
+            None if self.origin is None else self.origin.index_select(0, entries),
+            group,
         )
+
+    def attend(
+        self, attention: nn.Module, query: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Context (R, 1, M) and weights (R, 1, S) for one query per decoder row (R, 1, D)."""
+        if self.group == 1:
+            return attention(query, self.keys, self.states, self.mask)
+        entries, rows = self.keys.size(0), query.size(0)
+        queries = query.reshape(entries, self.group, query.size(-1))  # (N, group, D)
+        context, weights = attention(queries, self.keys, self.states, self.mask)
+        return context.reshape(rows, 1, -1), weights.reshape(rows, 1, -1)
 
 
 @dataclass
@@ -123,7 +151,7 @@ class Decoder(nn.Module):
             return self._bahdanau_step(embedded, state, memory)
         rnn_input = embedded if state.feed is None else torch.cat([embedded, state.feed], dim=-1)
         output, hidden = self.rnn(rnn_input, state.hidden)  # (B, 1, D)
-        context, weights = self.attention(output, memory.keys, memory.states, memory.mask)
+        context, weights = memory.attend(self.attention, output)
         vector = self._project(torch.cat([context, output], dim=-1))
         return vector, DecoderState(hidden, vector if self.input_feed else None), weights.squeeze(1)
 
@@ -132,7 +160,7 @@ class Decoder(nn.Module):
     ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
         top = state.hidden[0] if isinstance(state.hidden, tuple) else state.hidden
         query = top[-1].unsqueeze(1)  # (B, 1, D): d_{t-1}, the top layer
-        context, weights = self.attention(query, memory.keys, memory.states, memory.mask)
+        context, weights = memory.attend(self.attention, query)
         output, hidden = self.rnn(torch.cat([embedded, context], dim=-1), state.hidden)
         vector = self._project(torch.cat([output, context, embedded], dim=-1))
         return vector, DecoderState(hidden, None), weights.squeeze(1)

@@ -83,21 +83,34 @@ class Seq2Seq(nn.Module):
         """A step function like `step_log_probs` over the target ids `ids` (K,) only.
 
         Tokens in and out are columns of `ids`. Row r may produce only the columns that
-        `allowed` (B, K) opens for its sentence `memory.origin[r]`, so a sentence's scores do
+        `allowed` (B, K) opens for its sentence (`memory.row_origin()`), so a sentence's scores do
         not depend on the other sentences of its batch; the output layer still runs once, over
         the K columns of the whole batch.
         """
-        project = _output_rows(self.generator, ids)
+        project = _output_rows(self.generator, ids, self._unpacked_generator())
         closed = ~allowed | ((ids == PAD_ID) | (ids == BOS_ID)).unsqueeze(0)  # (B, K)
+        rows_closed: list = [None, None]  # (memory, its rows' closed ids): the rows change rarely
 
         def step(prev: torch.Tensor, search_state: SearchState):
             state, memory = search_state
             vector, state, weights = self.decoder.step(ids[prev], state, memory)
             logits = project(vector.squeeze(1)).float()
-            logits = logits.masked_fill(closed[memory.origin], float("-inf"))
+            if rows_closed[0] is not memory:  # `Memory.select` keeps it while the rows stay
+                rows_closed[:] = memory, closed[memory.row_origin()]
+            logits = logits.masked_fill(rows_closed[1], float("-inf"))
             return torch.log_softmax(logits, dim=-1), (state, memory), weights
 
         return step
+
+    def _unpacked_generator(self) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+        """An int8 output layer's weight and bias, unpacked once (not per batch), else None."""
+        if not callable(self.generator.weight):  # a float nn.Linear
+            return None
+        cached = self.__dict__.get("_generator_int8")
+        if cached is None or cached[0] is not self.generator:
+            cached = (self.generator, self.generator.weight(), self.generator.bias())
+            self.__dict__["_generator_int8"] = cached
+        return cached[1], cached[2]
 
     @staticmethod
     def reorder(search_state: SearchState, index: torch.Tensor) -> SearchState:
@@ -105,19 +118,22 @@ class Seq2Seq(nn.Module):
         return state.select(index), memory.select(index)
 
 
-def _output_rows(generator: nn.Module, ids: torch.Tensor):
+def _output_rows(
+    generator: nn.Module,
+    ids: torch.Tensor,
+    unpacked: tuple[torch.Tensor, torch.Tensor | None] | None = None,
+):
     """The output layer restricted to the target ids `ids` (K,): a function (N, O) → (N, K),
-    int8 again when the layer is (see `--quantize`)."""
-    weight, bias = generator.weight, generator.bias
-    if not callable(weight):  # a float nn.Linear
-        weight = weight.detach().index_select(0, ids)
-        bias = None if bias is None else bias.detach().index_select(0, ids)
+    int8 again when the layer is (see `--quantize`; `unpacked`: its weight and bias, if known)."""
+    if not callable(generator.weight):  # a float nn.Linear
+        weight = generator.weight.detach().index_select(0, ids)
+        bias = None if generator.bias is None else generator.bias.detach().index_select(0, ids)
         return lambda vectors: nn.functional.linear(vectors, weight, bias)
     import warnings
 
     from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
 
-    weight, bias = weight(), bias()  # a dynamic int8 Linear: accessor methods
+    weight, bias = unpacked or (generator.weight(), generator.bias())  # accessor methods
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch's deprecation notices are not the user's concern
         rows = DynamicLinear(weight.size(1), len(ids), dtype=torch.qint8)

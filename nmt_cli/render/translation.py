@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 
-from nmt_cli.alignment import extract_links, format_pharaoh, merge_to_words
-
 
 def word_links(translation) -> str:
     """Word-level Pharaoh links (source word − target word, 0-based) from the attention."""
     if translation.attention is None or not translation.pieces or not translation.src_pieces:
         return ""
+    # Here, not at the top: plain-text output does not need it, and it takes a while to load.
+    from nmt_cli.alignment import extract_links, format_pharaoh, merge_to_words
+
     words = merge_to_words(translation.attention, translation.src_pieces, translation.pieces)
     return format_pharaoh(extract_links(words.weights))
 
