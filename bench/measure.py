@@ -171,32 +171,46 @@ def score(hyps: list[str], ref: Path) -> tuple[float | None, str]:
     return round(metric.corpus_score(hyps, [refs]).score, 2), str(metric.get_signature())
 
 
-def _repeat(cmd: Command, name: str, log: Path, runs: int) -> LatencyResult:
-    """Run `cmd` `runs` times in fresh processes; the median wall time and the peak memory."""
-    results = [procs.check(_run(cmd, log), name, log) for _ in range(runs)]
-    times = [r.seconds for r in results]
-    return LatencyResult(
-        system=name,
-        runs_s=times,
-        median_s=statistics.median(times),
-        max_rss_mib=max(r.max_rss_mib for r in results),
-        output="",
-        command=results[0].command,
-    )
+def _rounds(
+    commands: dict[str, Command], logs: dict[str, Path], runs: int
+) -> dict[str, LatencyResult]:
+    """Each command once per round, `runs` rounds, in fresh processes: a slow phase of the
+    machine meets all of them alike. The median wall time and the peak memory of each."""
+    done: dict[str, list] = {name: [] for name in commands}
+    for _ in range(runs):
+        for name, cmd in commands.items():
+            done[name].append(procs.check(_run(cmd, logs[name]), name, logs[name]))
+    return {
+        name: LatencyResult(
+            system=name,
+            runs_s=[r.seconds for r in results],
+            median_s=statistics.median(r.seconds for r in results),
+            max_rss_mib=max(r.max_rss_mib for r in results),
+            output="",
+            command=results[0].command,
+        )
+        for name, results in done.items()
+    }
 
 
-def latency(layout: Layout, system: System, model: Path, test: TestSet, runs: int) -> LatencyResult:
-    """Median time of translating the first test sentence in a fresh process."""
-    source = test.raw_src if system.ours else test.pieces_src
-    out = layout.outputs / f"latency-{system.name}.txt"
-    cmd = systems.latency_command(layout, system, model, first_sentence(source), out)
-    result = _repeat(cmd, system.name, layout.log(f"latency-{system.name}"), runs)
-    translations = systems.hypotheses(system, out, layout.nmt_data / "spm.model")
-    result.output = translations[0] if translations else ""
-    return result
-
-
-def import_torch(layout: Layout, runs: int) -> LatencyResult:
-    """Median time of a bare `python -c "import torch"` with our python."""
-    cmd = Command([OUR_PYTHON, "-c", "import torch"])
-    return _repeat(cmd, "import torch", layout.log("import-torch"), runs)
+def latency(
+    layout: Layout, trained: list[tuple[System, Path]], test: TestSet, runs: int
+) -> tuple[LatencyResult, list[LatencyResult]]:
+    """A bare `python -c "import torch"` with our python (the floor of the latency goal) and,
+    alternating with it, each system translating the first test sentence in a fresh process."""
+    commands = {"import torch": Command([OUR_PYTHON, "-c", "import torch"])}
+    logs = {"import torch": layout.log("import-torch")}
+    outs = {}
+    for system, model in trained:
+        source = test.raw_src if system.ours else test.pieces_src
+        outs[system.name] = layout.outputs / f"latency-{system.name}.txt"
+        commands[system.name] = systems.latency_command(
+            layout, system, model, first_sentence(source), outs[system.name]
+        )
+        logs[system.name] = layout.log(f"latency-{system.name}")
+    measured = _rounds(commands, logs, runs)
+    bare = measured.pop("import torch")
+    for system, _ in trained:
+        translations = systems.hypotheses(system, outs[system.name], layout.nmt_data / "spm.model")
+        measured[system.name].output = translations[0] if translations else ""
+    return bare, list(measured.values())

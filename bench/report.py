@@ -418,7 +418,8 @@ def _method(results: BenchResults) -> list[str]:
         "the larger process (wait4 reports the maximum over descendants, not the sum); its model "
         "is the same as nmt's, so it is not translated again.",
         f"- Latency: the first test sentence piped into a fresh process, beam 5, median of "
-        f"{o['latency_runs']}; bare `import torch`: {_latency_text(results.import_torch)}.",
+        f"{o['latency_runs']} rounds, each running a bare `import torch` and then every system "
+        f"once; bare `import torch`: {_latency_text(results.import_torch)}.",
         f"- Threads: OMP_NUM_THREADS=MKL_NUM_THREADS={results.machine.nproc} for every process "
         "(nmt-2p: one per process).",
         "",

@@ -168,21 +168,20 @@ class Bench:
                         raise RuntimeError(f"{label} exited with {run.returncode}")
 
     def latency_all(self, test: dataset.TestSet) -> None:
-        """The one-sentence latency of every trained system, right after a bare `import torch`
-        (the floor the latency goal is set against), so that both meet the machine alike."""
-        with self.rec.step("bare import torch"):
+        """The one-sentence latency of every trained system, in rounds with a bare
+        `import torch` (the floor the latency goal is set against): each round runs the bare
+        import and then every system once, so a slow phase of the machine meets all alike."""
+        trained = [
+            (SYSTEMS[name], model)
+            for name, model in self.models.items()
+            if not SYSTEMS[name].train_only
+        ]
+        with self.rec.step("latency, alternating with a bare import torch"):
             r = self.results
-            r.import_torch = measure.import_torch(self.layout, self.args.latency_runs)
-            r.commands.append(r.import_torch.command)
-        for name, model in self.models.items():
-            if SYSTEMS[name].train_only:
-                continue
-            with self.rec.step(f"latency {name}"):
-                run = measure.latency(
-                    self.layout, SYSTEMS[name], model, test, self.args.latency_runs
-                )
-                self.results.latency.append(run)
-                self.results.commands.append(run.command)
+            r.import_torch, r.latency = measure.latency(
+                self.layout, trained, test, self.args.latency_runs
+            )
+            r.commands += [r.import_torch.command, *(run.command for run in r.latency)]
 
     def run(self) -> int:
         """Every step in order, then the report; non-zero if any step failed."""

@@ -238,7 +238,8 @@ def align_translations(
     """Translate each source line, then align the source with the model's own output."""
 
     def weights() -> Iterator[PairWeights]:
-        for translation in translator.translate_lines(sources, search, with_attention=True):
+        # The weights come from `pair_weights` (forced decoding), not the search's attention.
+        for translation in translator.translate_lines(sources, search):
             if not translation.text:
                 yield PairWeights(translation.source, "", None, translated=True)
                 continue

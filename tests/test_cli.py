@@ -33,7 +33,7 @@ def test_translate_imports_only_what_plain_output_needs(toy_model_dir):
         "import sys; sys.argv = ['nmt', 'translate', '-m', sys.argv[1]]\n"
         "from nmt_cli.cli.app import app\n"
         "try:\n    app()\nexcept SystemExit:\n    pass\n"
-        "heavy = ('pydantic', 'sacrebleu', 'nmt_cli.trainer', 'nmt_cli.alignment', 'rich')\n"
+        "heavy = ('pydantic', 'sacrebleu', 'nmt_cli.trainer', 'nmt_cli.alignment')\n"
         "print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)"
     )
     run = subprocess.run(

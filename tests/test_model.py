@@ -173,29 +173,35 @@ def test_fast_gru_matches_packed_nn_gru_outputs_finals_and_gradients():
     assert all(torch.allclose(a, b) for a, b in zip(grads_a, grads_b, strict=True))
 
 
-@pytest.mark.parametrize(("attention", "style"), [("additive", "luong"), ("general", "bahdanau")])
-def test_rows_sharing_a_memory_entry_decode_as_rows_with_their_own_copy(attention, style):
+@pytest.mark.parametrize(
+    ("attention", "style", "cell"),
+    [("additive", "luong", "gru"), ("general", "bahdanau", "gru"), ("additive", "luong", "lstm")],
+)
+def test_rows_sharing_a_memory_entry_decode_as_rows_with_their_own_copy(attention, style, cell):
     """A beam's rows attend to one shared memory entry; the result equals a copy per row."""
     torch.manual_seed(2)
-    model = Seq2Seq(tiny(attention=attention, decoder_style=style, input_feed=True)).eval()
+    config = tiny(attention=attention, decoder_style=style, input_feed=True, cell=cell)
+    model = Seq2Seq(config).eval()
     batch = toy_batch()
     state, memory = model.encode(batch.src, batch.src_lengths)
     beam = torch.arange(4).repeat_interleave(3)  # 3 rows per sentence, sentence-major
+    uneven = torch.tensor([0, 1, 1, 2, 2, 2, 3, 3, 3, 0, 0, 1])
     shared = memory.select(beam)
-    assert shared.group == 3 and shared.keys.size(0) == 4
-    per_row = memory.select(torch.tensor([0, 1, 1, 2, 2, 2, 3, 3, 3, 0, 0, 1]))  # uneven runs
+    assert shared.group == 3 and shared.keys is memory.keys  # nothing copied
+    per_row = memory.select(uneven)
     assert per_row.group == 1 and per_row.keys.size(0) == 12
-    copied = type(memory)(
-        *(x.index_select(0, beam) for x in (memory.states, memory.keys, memory.mask))
-    )
-    prev = torch.randint(4, VOCAB, (12,))
-    state = state.select(beam)
-    with torch.no_grad():
-        got = model.decoder.step(prev, state, shared)
-        want = model.decoder.step(prev, state, copied)
-    torch.testing.assert_close(got[0], want[0])
-    torch.testing.assert_close(got[2], want[2])
-    assert torch.equal(shared.row_origin(), beam)
+    for rows, grouped in ((beam, shared), (uneven, per_row)):
+        copied = type(memory)(
+            *(x.index_select(0, rows) for x in (memory.states, memory.keys, memory.mask))
+        )
+        prev = torch.randint(4, VOCAB, (12,))
+        rows_state = state.select(rows)
+        with torch.no_grad():
+            got = model.decoder.step(prev, rows_state, grouped)
+            want = model.decoder.step(prev, rows_state, copied)
+        torch.testing.assert_close(got[0], want[0])
+        torch.testing.assert_close(got[2], want[2])
+        assert torch.equal(grouped.row_origin(), rows)
 
 
 def test_memory_select_copies_nothing_while_each_sentence_keeps_its_rows():

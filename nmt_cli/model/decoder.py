@@ -52,12 +52,12 @@ class Memory:
             runs, counts = torch.unique_consecutive(entries, return_counts=True)
             if bool((counts == counts[0]).all()):
                 entries, group = runs, int(counts[0])
-        if (
-            group == self.group
-            and entries.numel() == self.keys.size(0)
-            and torch.equal(entries, torch.arange(len(entries), device=entries.device))
-        ):
-            return self
+        if entries.numel() == self.keys.size(0) and torch.equal(
+            entries, torch.arange(len(entries), device=entries.device)
+        ):  # every entry in place: share the tensors (the object too, if the group stays)
+            if group == self.group:
+                return self
+            return Memory(self.states, self.keys, self.mask, self.origin, group)
         return Memory(
             self.states.index_select(0, entries),
             self.keys.index_select(0, entries),
