@@ -33,6 +33,7 @@ class SearchOptions:
     alpha: float = 1.0  # GNMT length penalty exponent ((5+len)/6)^alpha
     max_len_ratio: float = 2.0  # at most ratio × source pieces + max_len_extra target pieces
     max_len_extra: int = 10
+    max_len: int = 0  # > 0: at most this many target pieces for every sentence (not the ratio)
     batch_size: int = 64  # sentences per batch
     early_stop: bool = False  # beam: stop a sentence once a step's best extension ends it
 
@@ -45,6 +46,8 @@ class SearchOptions:
             )
         if self.batch_size < 1:
             raise ConfigError(f"--batch-size must be ≥ 1, got {self.batch_size}")
+        if self.max_len < 0:
+            raise ConfigError(f"--max-len must be ≥ 0, got {self.max_len}")
         if self.max_len_ratio <= 0 or self.max_len_extra < 0:
             raise ConfigError("--max-len-ratio must be > 0 and the extra length ≥ 0")
         if self.alpha < 0:
@@ -64,6 +67,8 @@ def _search_batch(
     src, lengths = batch.src.to(device), batch.src_lengths.to(device)
     state = model.encode(src, lengths)
     max_lengths = (lengths.float() * options.max_len_ratio + options.max_len_extra).long()
+    if options.max_len:  # one fixed limit, as the peers' max_length (bench/ compares at it)
+        max_lengths = torch.full_like(lengths, options.max_len)
     step, bos, eos, ids = model.step_log_probs, BOS_ID, EOS_ID, None
     if shortlist is not None:  # the search runs over columns of `ids`
         ids, allowed = _shortlist_columns(shortlist, sources)

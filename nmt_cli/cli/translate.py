@@ -33,6 +33,11 @@ def translate(
     max_len_ratio: float = typer.Option(
         2.0, help="Output at most ratio × source pieces + 10.", rich_help_panel=_SEARCH
     ),
+    max_len: int = typer.Option(
+        0,
+        help="Output at most N pieces for every sentence (0: the --max-len-ratio rule).",
+        rich_help_panel=_SEARCH,
+    ),
     early_stop: bool = typer.Option(
         False,
         "--early-stop",
@@ -89,6 +94,7 @@ def translate(
         nbest=nbest,
         alpha=length_penalty,
         max_len_ratio=max_len_ratio,
+        max_len=max_len,
         batch_size=batch_size,
         early_stop=early_stop,
     ).check()
