@@ -31,8 +31,9 @@ lint: install
 	$(PY) -m ruff check nmt_cli tests data bench scripts
 	$(PY) -m ruff format --check nmt_cli tests data bench scripts
 
-# Speed, memory and BLEU beside OpenNMT-py and Joey NMT (about 21 min on 2 cores, plus the
-# peers' installation on a clean checkout); writes bench/RESULTS.md. BENCH_ARGS="--systems nmt,nmt-fast --skip-install" for a subset.
+# Speed, memory and BLEU beside OpenNMT-py and Joey NMT, all measured in one run (about 35 min
+# on 2 cores, plus the peers' installation on a clean checkout); writes bench/RESULTS.md.
+# BENCH_ARGS="--systems nmt,nmt-fast --skip-install" for a subset.
 bench: install
 	$(PY) bench/run.py $(BENCH_ARGS)
 
@@ -54,9 +55,11 @@ align-report: install
 clean:
 	rm -rf runs .pytest_cache .ruff_cache
 
-# nmt translate on a trained model: sent/s (greedy/beam 5 × batch 1/64 × int8), one-sentence
-# latency beside a bare `import torch`, streaming memory; bench/TRANSLATE.md. MODEL=<model dir>,
-# e.g. one trained with `nmt train DATA -o runs/m30k-ref --config data/configs/reference.toml`.
-MODEL ?= runs/m30k-ref
+# nmt translate on a trained model: sent/s and BLEU (greedy/beam 5 × batch 1/64 × int8,
+# --early-stop, --shortlist) in 3 interleaved rounds, each against our float run of the same
+# search in the same run; one-sentence latency beside a bare `import torch`; streaming memory;
+# bench/TRANSLATE.md (about 15 min). MODEL defaults to the nmt model `make bench` trained.
+BENCH_MODEL := bench/work/models/speed-nmt
+MODEL ?= $(if $(wildcard $(BENCH_MODEL)/config.json),$(BENCH_MODEL),runs/m30k-ref)
 bench-translate: install
 	$(PY) bench/translate_speed.py --model $(MODEL) $(BENCH_ARGS)

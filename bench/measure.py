@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import flops
@@ -25,6 +25,7 @@ class TrainingResult:
     system: str
     seconds_budget: float  # training-loop seconds asked for
     throughput: throughput.Throughput | None
+    thirds_tokens_per_s: list[float]  # the steady window cut in three: the rate's spread
     flops_per_token: float
     mfu: float | None
     max_rss_mib: float
@@ -43,7 +44,7 @@ class TranslationResult:
     quantized: bool
     batch_size: int
     sentences: int
-    wall_s: float  # process start to exit, model loading included
+    wall_s: float  # process start to exit, model loading included (median of the rounds)
     sents_per_s: float
     words_per_output: float | None  # mean length of the translations, which sets decoding time
     max_rss_mib: float
@@ -51,6 +52,11 @@ class TranslationResult:
     bleu_signature: str
     returncode: int
     command: str
+    runs_s: list[float] = field(default_factory=list)  # wall time of each interleaved round
+
+    def rounds_sents_per_s(self) -> list[float]:
+        """Sentences per second in each round, in round order."""
+        return [self.sentences / s for s in self.runs_s or [self.wall_s]]
 
 
 @dataclass
@@ -97,15 +103,20 @@ def train(
     # The peers are stopped by SIGINT; ours stops itself (--max-time), SIGINT is a safety net.
     budget = seconds + systems.STARTUP_S + (120.0 if system.ours else 0.0)
     result = procs.check(_run(cmd, log, budget_s=budget), f"training {system.name}", log)
-    rate = throughput.measure(
-        system.kind, systems.train_log(system, run_dir, log), warmup_s, seconds
-    )
+    train_log = systems.train_log(system, run_dir, log)
+    rate = throughput.measure(system.kind, train_log, warmup_s, seconds)
+    third = (seconds - warmup_s) / 3
+    parts = [
+        throughput.measure(system.kind, train_log, warmup_s + i * third, warmup_s + (i + 1) * third)
+        for i in range(3)
+    ]
     per_token = flops.ARCHS[system.arch].train_flops()
     utilisation = flops.mfu(rate.tokens_per_s, per_token, peak_gflops) if rate else None
     return TrainingResult(
         system=system.name,
         seconds_budget=seconds,
         throughput=rate,
+        thirds_tokens_per_s=[part.tokens_per_s for part in parts if part],
         flops_per_token=per_token,
         mfu=utilisation,
         max_rss_mib=result.max_rss_mib,
@@ -157,6 +168,22 @@ def translate(
         bleu_signature=signature,
         returncode=returncode,
         command=result.command,
+    )
+
+
+def combine(rounds: list[TranslationResult]) -> TranslationResult:
+    """One row from the rounds of the same translation: the median wall time, every round's
+    time, the peak memory over all; BLEU of the first round (search is deterministic)."""
+    ok = [r for r in rounds if r.returncode == 0] or rounds[:1]
+    seconds = [r.wall_s for r in ok]
+    median = statistics.median(seconds)
+    return replace(
+        ok[0],
+        wall_s=median,
+        sents_per_s=ok[0].sentences / median,
+        max_rss_mib=max(r.max_rss_mib for r in ok),
+        runs_s=seconds,
+        returncode=next((r.returncode for r in rounds if r.returncode), 0),  # any failure shows
     )
 
 

@@ -58,7 +58,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add = parser.add_argument
     add("--bench-minutes", type=float, default=3.0, help="training-loop minutes per system")
     add("--warmup-minutes", type=float, default=1.0, help="not measured (at most a third)")
-    add("--latency-runs", type=int, default=5, help="runs of the one-sentence latency")
+    add("--latency-runs", type=int, default=5, help="rounds of the one-sentence latency")
+    add("--rounds", type=int, default=3, help="interleaved rounds of every translation row")
     add(
         "--render",
         action="store_true",
@@ -100,6 +101,7 @@ class Bench:
                 "warmup_s",
                 "test_sentences",
                 "latency_runs",
+                "rounds",
                 "vocab_size",
             )
         }
@@ -135,23 +137,36 @@ class Bench:
                 self.results.commands.append(run.command)
                 self.models[name] = systems.checkpoint(system, self.layout.models / f"speed-{name}")
 
-    def translate_all(self, test: dataset.TestSet) -> None:
-        """Greedy and beam 5 for every trained system; ours also with --quantize and, at beam 5,
-        with --early-stop (the stopping rule the peers use) and with --shortlist."""
+    def translation_jobs(self) -> list[tuple]:
+        """(system, model, beam, quantize, early stop, shortlist) of every translation row:
+        greedy and beam 5 for every trained system; ours also with --quantize, nmt also at
+        beam 5 with --early-stop (the stopping rule the peers use) and with --shortlist."""
+        jobs = []
         for name, model in self.models.items():
             system = SYSTEMS[name]
             if system.train_only:
                 continue
             runs = [(beam, False, False, False) for beam in (1, 5)]
-            if system.ours:  # also int8, the peers' beam stopping rule, and the shortlist
+            if system.ours:
                 runs += [(1, True, False, False), (5, True, False, False)]
+            if name == "nmt":
                 runs += [(5, False, True, False), (5, True, True, False)]
                 runs += [(5, False, False, True), (5, True, False, True)]
-            for beam, quantize, early, shortlist in runs:
-                label = f"translate {name} beam {beam}{' int8' if quantize else ''}"
-                label += " early-stop" if early else ""
-                label += " shortlist" if shortlist else ""
-                with self.rec.step(label):
+            jobs += [(system, model, *run) for run in runs]
+        return jobs
+
+    def translate_all(self, test: dataset.TestSet) -> None:
+        """Every translation row once per round, `--rounds` interleaved rounds, so a slow phase
+        of the machine meets every system alike; a row that fails is not run again."""
+        jobs = self.translation_jobs()
+        done: list[list[measure.TranslationResult]] = [[] for _ in jobs]
+        for round_ in range(self.args.rounds):
+            for index, (system, model, beam, quantize, early, shortlist) in enumerate(jobs):
+                if any(run.returncode != 0 for run in done[index]):
+                    continue
+                label = f"translate {system.name} beam {beam}{' int8' if quantize else ''}"
+                label += (" early-stop" if early else "") + (" shortlist" if shortlist else "")
+                with self.rec.step(f"{label}, round {round_ + 1}"):
                     run = measure.translate(
                         self.layout,
                         system,
@@ -162,10 +177,12 @@ class Bench:
                         early_stop=early,
                         shortlist=shortlist,
                     )
-                    self.results.translation.append(run)
-                    self.results.commands.append(run.command)
+                    done[index].append(run)
+                    if round_ == 0:
+                        self.results.commands.append(run.command)
                     if run.returncode != 0:
                         raise RuntimeError(f"{label} exited with {run.returncode}")
+        self.results.translation = [measure.combine(runs) for runs in done if runs]
 
     def latency_all(self, test: dataset.TestSet) -> None:
         """The one-sentence latency of every trained system, in rounds with a bare
@@ -192,6 +209,8 @@ class Bench:
             self.train_all()
             self.translate_all(test)
             self.latency_all(test)
+        with self.rec.step("matmul rate, again at the end"):
+            self.results.matmul_gflops_end = flops.matmul_gflops()
         self.results.goals = report.goals(self.results)
         self.results.total_s = time.perf_counter() - started
         md, js = report.write(self.results, self.args.out)

@@ -22,6 +22,15 @@ NMT_FAST_FLAGS = ("--attention", "general", "--no-input-feed", "--decoder-style"
 SPECIAL_PIECES = {"<unk>", "<s>", "</s>", "<blank>", "<pad>"}
 LOG_EVERY = 5  # progress reports every 5 updates, for fine throughput windows
 NEVER = 1_000_000  # "validate every" for throughput runs: no validation inside the budget
+MAX_OUTPUT = 100  # output length limit in pieces, the same for every system (the peers' own)
+# Batch sizes that give every system about the same target tokens per update as ours (1,981
+# non-pad target tokens at `batch_tokens = 2000`). Both peers count a batch in padded
+# max(source, target) tokens, so 2000 of theirs hold fewer target tokens: OpenNMT-py sorts
+# within buckets (1,744 at 2000), Joey NMT batches in random order (918 at 2000); the sizes
+# below scale those counts by a replay of each toolkit's batching on the kept pairs and a
+# one-minute check run. The report shows the counts measured in the run and judges no
+# throughput ratio when they differ by more than report.TOKENS_PER_UPDATE_TOLERANCE.
+PEER_BATCH = {"onmt": 2320, "joey": 4850}
 
 
 @dataclass
@@ -60,9 +69,9 @@ SYSTEMS = {
     "nmt-2p": System(
         "nmt-2p",
         "nmt",
-        "nmt (reference.toml, 2 processes × 1 thread)",
+        "nmt (reference.toml, 2 processes × 1 thread × 1,000 tokens)",
         "reference",
-        ("--nproc", "2", "--threads", "1"),
+        ("--nproc", "2", "--threads", "1", "--batch-tokens", "1000"),
         train_only=True,
     ),
     "nmt-fast": System(
@@ -81,10 +90,11 @@ def _peer_overrides(system: System, run_dir: Path, speed: bool) -> dict:
             "save_data": run_dir / "run",
             "log_file": run_dir / "train.log",
             "save_model": run_dir / "model",
+            "batch_size": PEER_BATCH["onmt"],
         }
         timing = {"report_every": LOG_EVERY, "valid_steps": NEVER, "save_checkpoint_steps": NEVER}
     else:
-        paths = {"training.model_dir": run_dir}
+        paths = {"training.model_dir": run_dir, "training.batch_size": PEER_BATCH["joey"]}
         timing = {"training.logging_freq": LOG_EVERY, "training.validation_freq": NEVER}
     return {**paths, **(timing if speed else {})}
 
@@ -155,6 +165,7 @@ def translate_command(
     """Translate the test set with batch 64 and beam `beam` (1 = greedy) into `out`."""
     if system.ours:
         argv = [OUR_NMT, "translate", "-m", model, "-i", test.raw_src, "--beam", str(beam)]
+        argv += ["--max-len", str(MAX_OUTPUT)]
         argv += ["--batch-size", "64", *(["--quantize"] if quantize else [])]
         argv += ["--early-stop"] if early_stop else []
         argv += ["--shortlist"] if shortlist else []
@@ -174,7 +185,8 @@ ONMT_ENV = {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}  # its checkpoints hold an 
 
 
 ONMT_SEARCH = (
-    "-batch_size 64 -batch_type sents -max_length 100 -length_penalty wu -alpha 1.0 -gpu -1"
+    f"-batch_size 64 -batch_type sents -max_length {MAX_OUTPUT} -length_penalty wu -alpha 1.0 "
+    "-gpu -1"
 )
 
 
@@ -194,6 +206,7 @@ def _joey_translate_config(layout: Layout, checkpoint_path: Path, beam: int) -> 
         "testing.beam_size": beam,
         "testing.batch_size": 64,
         "testing.batch_type": "sentence",
+        "testing.max_output_length": MAX_OUTPUT,
     }
     return configs.peer_config("joey", layout.peers, target, overrides)
 
@@ -202,7 +215,8 @@ def latency_command(layout: Layout, system: System, model: Path, text: str, out:
     """Translate one sentence given on stdin with beam 5, as a person would from the shell."""
     line = text + "\n"
     if system.ours:
-        return Command([OUR_NMT, "translate", "-m", model], stdout=out, output=out, input_text=line)
+        argv = [OUR_NMT, "translate", "-m", model, "--max-len", str(MAX_OUTPUT)]
+        return Command(argv, stdout=out, output=out, input_text=line)
     if system.kind == "onmt":
         argv = _onmt_translate(layout, model, 5, Path("/dev/stdin"), out)
         return Command(argv, extra_env=ONMT_ENV, output=out, input_text=line)

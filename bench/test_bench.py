@@ -11,6 +11,7 @@ from pathlib import Path
 import configs
 import flops
 import machine
+import measure
 import procs
 import pytest
 import report
@@ -58,22 +59,35 @@ def test_flops_per_target_token():
     assert flops.ARCHS["fast"].train_flops() / 1e6 == pytest.approx(41.19, abs=0.01)
 
 
-def _training(system: str, rate: float, rss: float) -> TrainingResult:
-    speed = throughput.Throughput(rate, 1.0, rate, 100.0, 10, 0, 100, 60.0, 180.0)
-    return TrainingResult(system, 180.0, speed, 47.5e6, 0.3, rss, 200.0, 0, "", "")
+def _training(system: str, rate: float, rss: float, per_update: float = 2000.0):
+    speed = throughput.Throughput(rate, rate / per_update, per_update, 100.0, 10, 0, 100, 60, 180)
+    return TrainingResult(system, 180.0, speed, [rate] * 3, 47.5e6, 0.3, rss, 200.0, 0, "", "")
+
+
+def _results(systems: list[str]) -> report.BenchResults:
+    options = {"systems": systems, "data": "", "bench_minutes": 3, "warmup_s": 60}
+    options.update(latency_runs=3, rounds=3)
+    return report.BenchResults(machine.describe(), {}, options, 100.0, "", {})
+
+
+def _translation(system, search, runs_s, bleu, int8=False):
+    """A translation row of 1,000 sentences, one round per time in `runs_s`."""
+    rounds = [
+        TranslationResult(system, search, int8, 64, 1000, s, 1000 / s, 10.0, 500.0, bleu, "", 0, "")
+        for s in runs_s
+    ]
+    return measure.combine(rounds)
 
 
 def test_goals_compare_with_the_better_peer():
-    options = {"systems": ["onmt", "joey", "nmt"], "data": "", "bench_minutes": 3, "warmup_s": 60}
-    options["latency_runs"] = 1
-    results = report.BenchResults(machine.describe(), {}, options, 100.0, "", {})
+    results = _results(["onmt", "joey", "nmt"])
     results.training = [
         _training("onmt", 800, 1500),
         _training("joey", 440, 1400),
         _training("nmt", 1700, 1000),
     ]
-    results.import_torch = LatencyResult("import torch", [2.0], 2.0, 300.0, "", "")
-    results.latency = [LatencyResult("nmt", [2.5], 2.5, 400.0, "", "")]
+    results.import_torch = LatencyResult("import torch", [2.0] * 3, 2.0, 300.0, "", "")
+    results.latency = [LatencyResult("nmt", [2.5, 2.4, 2.7], 2.5, 400.0, "", "")]
     results.goals = report.goals(results)
     verdicts = {g.goal.split()[0]: g.passed for g in results.goals}
     assert verdicts == {
@@ -84,34 +98,48 @@ def test_goals_compare_with_the_better_peer():
         "peak": True,
     }
     table = report.markdown(results)
-    assert "| training tok/s ≥ 2× the faster peer | nmt | 1,700.0 | 1,600.0 | **pass** |" in table
-    assert "| training: target tokens/s, steady state | 800 | 440 | 1,700 | 2.12 |" in table
+    assert "| nmt | 1,700 (1,700–1,700) | 1,600 | 2.12 | – | **pass** |" in table
+    assert "| 1.25 (1.20–1.35) | – | **pass** |" in table  # the latency ratio per round
 
 
-def _translation(system: str, search: str, sents_per_s: float, words: float, int8=False):
-    return TranslationResult(
-        system, search, int8, 64, 1000, 1000 / sents_per_s, sents_per_s, words, 500.0, 5.0, "",
-        0, "",
-    )  # fmt: skip
+def test_training_rates_are_not_judged_at_different_batches():
+    results = _results(["onmt", "nmt"])
+    results.training = [_training("onmt", 800, 1500, 1744), _training("nmt", 1700, 1000, 1981)]
+    goal = report.goals(results)[0]
+    assert goal.passed is None and "1,981 target tokens per update against 1,744" in goal.note
 
 
-def test_output_word_goals_and_a_report_rendered_again_from_its_json(tmp_path: Path):
-    options = {"systems": ["onmt", "joey", "nmt"], "data": "", "bench_minutes": 3, "warmup_s": 60}
-    options["latency_runs"] = 1
-    results = report.BenchResults(machine.describe(), {}, options, 100.0, "", {})
+def test_a_faster_system_that_loses_bleu_does_not_pass():
+    results = _results(["onmt", "joey", "nmt"])
     results.training = [_training("onmt", 800, 1500), _training("nmt", 1700, 1000)]
     results.translation = [
-        _translation("onmt", "beam5", 40.0, 10.0),  # 400 words/s
-        _translation("joey", "beam5", 20.0, 12.0),
-        _translation("nmt", "beam5", 70.0, 10.0),  # 700 words/s: 1.75x
-        _translation("nmt", "beam5", 90.0, 10.0, int8=True),  # 900 words/s: 2.25x
+        _translation("onmt", "beam5", [25, 20, 22], bleu=8.0),  # the faster peer: 45.5 sents/s
+        _translation("joey", "beam5", [50, 40, 45], bleu=9.0),
+        _translation("nmt", "beam5", [10, 9, 11], bleu=7.6),  # 2.2x, 0.4 BLEU lower
+        _translation("nmt", "beam5", [10, 10, 12], bleu=7.8, int8=True),  # 2.2x, 0.2 lower
+        _translation("nmt", "greedy", [10, 9, 11], bleu=7.6),  # no peer greedy row
+    ]
+    goals = {g.goal: g for g in report.goals(results)}
+    beam = goals["beam 5 batch 64 sents/s ≥ 2× the faster peer"]
+    assert beam.passed is False and "BLEU" in beam.note and beam.bleu == [7.6, 8.0]
+    assert beam.ratio == pytest.approx([2.2, 2.0, 2.5])  # medians, then per round: 20/10, 25/10
+    int8 = goals["beam 5 --quantize batch 64 sents/s ≥ 2× the faster peer (its beam 5)"]
+    assert int8.passed is True and int8.measured == pytest.approx(100.0)
+    assert goals["greedy batch 64 sents/s ≥ 2× the faster peer"].note == "not measured"
+
+
+def test_speed_goals_need_three_rounds_and_a_report_renders_again_from_its_json(tmp_path):
+    results = _results(["onmt", "nmt"])
+    results.options["rounds"] = 2
+    results.training = [_training("onmt", 800, 1500), _training("nmt", 1700, 1000)]
+    results.translation = [
+        _translation("onmt", "beam5", [25, 20], bleu=8.0),
+        _translation("nmt", "beam5", [5, 6], bleu=9.0),
     ]
     results.goals = report.goals(results)
-    verdicts = {g.goal: (g.measured, g.target, g.passed) for g in results.goals}
-    assert verdicts["beam 5 batch 64 output words/s ≥ 2× the faster peer"] == (700, 800, False)
-    int8 = "beam 5 --quantize batch 64 output words/s ≥ 2× the faster peer (its beam 5)"
-    assert verdicts[int8] == (900, 800, True)
-    assert verdicts["beam 5 batch 64 sents/s ≥ 2× the faster peer"] == (70, 80, False)
+    beam = next(g for g in results.goals if g.goal.startswith("beam 5 batch 64"))
+    assert beam.passed is None and "fewer than 3" in beam.note
+    assert "| 181.8 (166.7–200.0) · BLEU 9.00 |" in report.markdown(results)
     _, js = report.write(results, tmp_path)
     again = report.load(js)
     assert again == results
