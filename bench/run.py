@@ -17,9 +17,11 @@ from pathlib import Path
 
 import dataset
 import flops
+import goals
 import install
 import machine
 import measure
+import metrics
 import procs
 import report
 import systems
@@ -107,7 +109,7 @@ class Bench:
         }
         options["data"] = procs.shown([args.data])
         formulas = {name: arch.formula() for name, arch in flops.ARCHS.items()}
-        self.results = report.BenchResults(
+        self.results = metrics.BenchResults(
             machine.describe(), {}, options, None, flops.MATMUL_COMMAND, formulas
         )
         self.rec = Recorder(self.results.steps)
@@ -211,7 +213,7 @@ class Bench:
             self.latency_all(test)
         with self.rec.step("matmul rate, again at the end"):
             self.results.matmul_gflops_end = flops.matmul_gflops()
-        self.results.goals = report.goals(self.results)
+        self.results.goals = goals.goals(self.results)
         self.results.total_s = time.perf_counter() - started
         md, js = report.write(self.results, self.args.out)
         print(f"wrote {md} and {js} in {self.results.total_s / 60:.1f} min", file=sys.stderr)
@@ -221,7 +223,7 @@ class Bench:
 def render(folder: Path) -> int:
     """Rewrite the report of the run stored in `folder`/results.json with today's tables."""
     results = report.load(folder / "results.json")
-    results.goals = report.goals(results)
+    results.goals = goals.goals(results)
     md, _ = report.write(results, folder)
     print(f"rewrote {md} from {folder / 'results.json'}", file=sys.stderr)
     return 0

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import configs
 import flops
+import goals
 import machine
 import measure
+import metrics
 import procs
 import pytest
 import report
@@ -64,10 +66,10 @@ def _training(system: str, rate: float, rss: float, per_update: float = 2000.0):
     return TrainingResult(system, 180.0, speed, [rate] * 3, 47.5e6, 0.3, rss, 200.0, 0, "", "")
 
 
-def _results(systems: list[str]) -> report.BenchResults:
+def _results(systems: list[str]) -> metrics.BenchResults:
     options = {"systems": systems, "data": "", "bench_minutes": 3, "warmup_s": 60}
     options.update(latency_runs=3, rounds=3)
-    return report.BenchResults(machine.describe(), {}, options, 100.0, "", {})
+    return metrics.BenchResults(machine.describe(), {}, options, 100.0, "", {})
 
 
 def _translation(system, search, runs_s, bleu, int8=False):
@@ -88,7 +90,7 @@ def test_goals_compare_with_the_better_peer():
     ]
     results.import_torch = LatencyResult("import torch", [2.0] * 3, 2.0, 300.0, "", "")
     results.latency = [LatencyResult("nmt", [2.5, 2.4, 2.7], 2.5, 400.0, "", "")]
-    results.goals = report.goals(results)
+    results.goals = goals.goals(results)
     verdicts = {g.goal.split()[0]: g.passed for g in results.goals}
     assert verdicts == {
         "training": True,
@@ -105,7 +107,7 @@ def test_goals_compare_with_the_better_peer():
 def test_training_rates_are_not_judged_at_different_batches():
     results = _results(["onmt", "nmt"])
     results.training = [_training("onmt", 800, 1500, 1744), _training("nmt", 1700, 1000, 1981)]
-    goal = report.goals(results)[0]
+    goal = goals.goals(results)[0]
     assert goal.passed is None and "1,981 target tokens per update against 1,744" in goal.note
 
 
@@ -119,13 +121,13 @@ def test_a_faster_system_that_loses_bleu_does_not_pass():
         _translation("nmt", "beam5", [10, 10, 12], bleu=7.8, int8=True),  # 2.2x, 0.2 lower
         _translation("nmt", "greedy", [10, 9, 11], bleu=7.6),  # no peer greedy row
     ]
-    goals = {g.goal: g for g in report.goals(results)}
-    beam = goals["beam 5 batch 64 sents/s ≥ 2× the faster peer"]
+    found = {g.goal: g for g in goals.goals(results)}
+    beam = found["beam 5 batch 64 sents/s ≥ 2× the faster peer"]
     assert beam.passed is False and "BLEU" in beam.note and beam.bleu == [7.6, 8.0]
     assert beam.ratio == pytest.approx([2.2, 2.0, 2.5])  # medians, then per round: 20/10, 25/10
-    int8 = goals["beam 5 --quantize batch 64 sents/s ≥ 2× the faster peer (its beam 5)"]
+    int8 = found["beam 5 --quantize batch 64 sents/s ≥ 2× the faster peer (its beam 5)"]
     assert int8.passed is True and int8.measured == pytest.approx(100.0)
-    assert goals["greedy batch 64 sents/s ≥ 2× the faster peer"].note == "not measured"
+    assert found["greedy batch 64 sents/s ≥ 2× the faster peer"].note == "not measured"
 
 
 def test_speed_goals_need_three_rounds_and_a_report_renders_again_from_its_json(tmp_path):
@@ -136,7 +138,7 @@ def test_speed_goals_need_three_rounds_and_a_report_renders_again_from_its_json(
         _translation("onmt", "beam5", [25, 20], bleu=8.0),
         _translation("nmt", "beam5", [5, 6], bleu=9.0),
     ]
-    results.goals = report.goals(results)
+    results.goals = goals.goals(results)
     beam = next(g for g in results.goals if g.goal.startswith("beam 5 batch 64"))
     assert beam.passed is None and "fewer than 3" in beam.note
     assert "| 181.8 (166.7–200.0) · BLEU 9.00 |" in report.markdown(results)
