@@ -33,6 +33,7 @@ class TrainingResult:
     returncode: int
     command: str
     log: str
+    others_cpu_s: float | None = None  # CPU seconds other processes used during the run
 
 
 @dataclass
@@ -124,6 +125,7 @@ def train(
         returncode=result.returncode,
         command=result.command,
         log=str(log),
+        others_cpu_s=result.others_cpu_s,
     )
 
 

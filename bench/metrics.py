@@ -142,7 +142,7 @@ def _train_attr(name: str, scale: float = 1.0):
         run = training(results, system)
         if run is None:
             return None
-        if name in ("mfu", "flops_per_token", "max_rss_mib", "wall_s"):
+        if name in ("mfu", "flops_per_token", "max_rss_mib", "wall_s", "others_cpu_s"):
             raw = getattr(run, name)
         else:
             raw = getattr(run.throughput, name) if run.throughput else None
@@ -188,6 +188,11 @@ METRICS = [
     ),
     Metric("training: MFU, % of the matmul rate", _train_attr("mfu", 100.0), digits=1),
     Metric("training: process wall time, s (start-up and saving included)", _train_attr("wall_s")),
+    Metric(
+        "training: CPU s used by other processes meanwhile (the machine is shared)",
+        _train_attr("others_cpu_s"),
+        higher_is_better=False,
+    ),
     TRAIN_RSS,
     GREEDY,
     BEAM,

@@ -26,6 +26,7 @@ class ProcResult:
     seconds: float  # wall time from start to exit
     max_rss_mib: float  # peak resident memory of the child and its waited-for descendants
     interrupted: bool  # SIGINT was sent because the time budget ran out
+    others_cpu_s: float | None = None  # CPU seconds the rest of the machine used meanwhile
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -98,14 +99,26 @@ class _Budget:
             timer.cancel()
 
 
-def _wait(proc: subprocess.Popen, input_text: str | None) -> tuple[int, float]:
-    """Feed `input_text` to the child, reap it; its exit code and peak RSS in MiB."""
+def busy_cpu_s() -> float | None:
+    """CPU seconds this machine has spent busy since boot, all cores (None off Linux)."""
+    try:
+        with open("/proc/stat", encoding="utf-8") as stat:
+            fields = [int(x) for x in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _wait(proc: subprocess.Popen, input_text: str | None) -> tuple[int, float, float]:
+    """Feed `input_text` to the child, reap it; its exit code, peak RSS in MiB and CPU s."""
     if input_text is not None:
         proc.stdin.write(input_text.encode("utf-8"))
         proc.stdin.close()
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, usage.ru_maxrss / 1024  # ru_maxrss is in KiB on Linux
+    cpu_s = usage.ru_utime + usage.ru_stime
+    return proc.returncode, usage.ru_maxrss / 1024, cpu_s  # ru_maxrss is in KiB on Linux
 
 
 def run(
@@ -128,6 +141,7 @@ def run(
         log_file.flush()
         out_file = files.enter_context(open(stdout, "wb")) if stdout else log_file
         in_file = files.enter_context(open(stdin, "rb")) if stdin else None
+        busy_before = busy_cpu_s()
         started = time.perf_counter()
         proc = subprocess.Popen(
             [str(c) for c in cmd],
@@ -138,11 +152,13 @@ def run(
             preexec_fn=_default_sigint,
         )
         budget = _Budget(proc, budget_s, grace_s)
-        returncode, max_rss_mib = _wait(proc, input_text)
+        returncode, max_rss_mib, cpu_s = _wait(proc, input_text)
         seconds = time.perf_counter() - started
+        busy_after = busy_cpu_s()
         budget.cancel()
         log_file.write(f"# exit {returncode} after {seconds:.1f} s\n")
-    return ProcResult(text, returncode, seconds, max_rss_mib, budget.fired)
+    others = None if None in (busy_before, busy_after) else busy_after - busy_before - cpu_s
+    return ProcResult(text, returncode, seconds, max_rss_mib, budget.fired, others)
 
 
 def check(result: ProcResult, what: str, log: Path) -> ProcResult:
