@@ -31,7 +31,7 @@ lint: install
 	$(PY) -m ruff check nmt_cli tests data bench scripts
 	$(PY) -m ruff format --check nmt_cli tests data bench scripts
 
-# Speed, memory and BLEU beside OpenNMT-py and Joey NMT, all measured in one run (about 35 min
+# Speed, memory and BLEU beside OpenNMT-py and Joey NMT, all measured in one run (about 28 min
 # on 2 cores, plus the peers' installation on a clean checkout); writes bench/RESULTS.md.
 # BENCH_ARGS="--systems nmt,nmt-fast --skip-install" for a subset.
 bench: install
@@ -58,7 +58,7 @@ clean:
 # nmt translate on a trained model: sent/s and BLEU (greedy/beam 5 × batch 1/64 × int8,
 # --early-stop, --shortlist) in 3 interleaved rounds, each against our float run of the same
 # search in the same run; one-sentence latency beside a bare `import torch`; streaming memory;
-# bench/TRANSLATE.md (about 15 min). MODEL defaults to the nmt model `make bench` trained.
+# bench/TRANSLATE.md (about 9 min). MODEL defaults to the nmt model `make bench` trained.
 BENCH_MODEL := bench/work/models/speed-nmt
 MODEL ?= $(if $(wildcard $(BENCH_MODEL)/config.json),$(BENCH_MODEL),runs/m30k-ref)
 bench-translate: install

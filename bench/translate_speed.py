@@ -41,7 +41,7 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add = parser.add_argument
     default = BENCH_MODEL if (BENCH_MODEL / "config.json").exists() else None
-    add("--model", type=Path, default=default, required=default is None,
+    add("--model", type=Path, default=default,
         help=f"an `nmt train` model dir (default: {BENCH_MODEL.relative_to(REPO_DIR)}, when there)")  # fmt: skip
     add("--data", type=Path, default=DEFAULT_DATA, help="the Multi30k folder")
     add("--runs", type=int, default=5, help="rounds of the one-sentence latency")
@@ -51,7 +51,15 @@ def parse_args() -> argparse.Namespace:
     add("--batch1-sentences", type=int, default=200, help="test sentences of the batch-1 rows")
     add("--test-sentences", type=int, default=0, help="test sentences of the rest (0: all)")
     add("--skip-streaming", action="store_true")
-    return parser.parse_args()
+    add(
+        "--render",
+        action="store_true",
+        help="measure nothing: rewrite OUT/TRANSLATE.md from OUT/translate.json",
+    )
+    args = parser.parse_args()
+    if args.model is None and not args.render:
+        parser.error(f"--model is required: there is no {BENCH_MODEL.relative_to(REPO_DIR)} yet")
+    return args
 
 
 def unzip(path: Path, out: Path, limit: int | None = None) -> Path:
@@ -249,7 +257,7 @@ def _grid_table(rows: dict[str, dict]) -> list[str]:
             f"| {row['search']}{_flags(row)} | {row['batch_size']} | "
             f"{'yes' if row['quantized'] else 'no'} | {row['sentences']:,} | "
             f"{row['sents_per_s']} ({low}–{high}) | {_spread_text(row['speedup'], '×')} | "
-            f"{row['bleu']} | {row['bleu_delta']:+.2f} | "
+            f"{row['bleu']:.2f} | {row['bleu_delta']:+.2f} | "
             f"{', '.join(str(s) for s in row['runs_s'])} | {row['max_rss_mib']} |"
         )
     return lines
@@ -339,6 +347,10 @@ def _inputs(args) -> dict:
 
 def main() -> int:
     args = parse_args()
+    if args.render:
+        results = json.loads((args.out / "translate.json").read_text(encoding="utf-8"))
+        print(f"rewrote {write(args, results)}", file=sys.stderr)
+        return 0
     if args.rounds < MIN_ROUNDS:
         print(f"note: {args.rounds} round(s); the report's figures want {MIN_ROUNDS}", file=sys.stderr)  # fmt: skip
     args.model = args.model.resolve()
