@@ -20,7 +20,10 @@ def base_pairs() -> tuple[str, list[tuple[str, str]]]:
     """The pairs that get repeated, and what they are ("multi30k" or "synthetic")."""
     src, tgt = MULTI30K / "train.de.gz", MULTI30K / "train.en.gz"
     if src.is_file() and tgt.is_file():
-        with gzip.open(src, "rt", encoding="utf-8") as de, gzip.open(tgt, "rt", encoding="utf-8") as en:
+        with (
+            gzip.open(src, "rt", encoding="utf-8") as de,
+            gzip.open(tgt, "rt", encoding="utf-8") as en,
+        ):
             pairs = [(s.rstrip("\n"), t.rstrip("\n")) for s, t in zip(de, en, strict=True)]
         return "multi30k", pairs
     return "synthetic", _synthetic_pairs(29_000)

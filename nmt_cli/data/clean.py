@@ -174,24 +174,42 @@ class PairCleaner:
 
     def clean(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
         """The pairs of this chunk that are kept, normalised, in order."""
-        counts, options = self._counts, self.options
-        kept = []
-        for raw_src, raw_tgt in pairs:
-            src, tgt = normalize(raw_src), normalize(raw_tgt)
-            if src != raw_src or tgt != raw_tgt:
-                counts["normalized"] += 1
-            reason = None if options is None else drop_reason(src, tgt, options)
-            if reason is None:
-                kept.append((src, tgt))
-            else:
-                counts[reason] += 1
-        counts["read"] += len(pairs)
+        return self.deduplicate(*filter_pairs(pairs, self.options))
+
+    def deduplicate(
+        self, kept: list[tuple[str, str]], counts: dict[str, int]
+    ) -> list[tuple[str, str]]:
+        """Count a chunk that `filter_pairs` cleaned (maybe in another process), drop repeats."""
+        for name, count in counts.items():
+            self._counts[name] += count
         if self._seen is not None and kept:
             fresh = self._seen.first_time(kept)
-            counts["duplicate"] += len(kept) - sum(fresh)
+            self._counts["duplicate"] += len(kept) - sum(fresh)
             kept = list(itertools.compress(kept, fresh))
-        counts["kept"] += len(kept)
+        self._counts["kept"] += len(kept)
         return kept
+
+
+def filter_pairs(
+    pairs: Sequence[tuple[str, str]], options: CleanOptions | None
+) -> tuple[list[tuple[str, str]], dict[str, int]]:
+    """Normalise one chunk and drop what the filters drop (None: only normalise), with counts.
+
+    No state: chunks can be filtered in parallel and de-duplicated afterwards, in order.
+    """
+    counts = dict.fromkeys(("read", "normalized", "empty", "too_long", "ratio"), 0)
+    kept = []
+    for raw_src, raw_tgt in pairs:
+        src, tgt = normalize(raw_src), normalize(raw_tgt)
+        if src != raw_src or tgt != raw_tgt:
+            counts["normalized"] += 1
+        reason = None if options is None else drop_reason(src, tgt, options)
+        if reason is None:
+            kept.append((src, tgt))
+        else:
+            counts[reason] += 1
+    counts["read"] = len(pairs)
+    return kept, counts
 
 
 def clean_pairs(pairs: Iterable[tuple[str, str]], options: CleanOptions) -> CleanedSplit:

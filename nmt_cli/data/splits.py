@@ -10,13 +10,17 @@ its split. Given dev/test files are streamed too, only normalised.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import itertools
+import multiprocessing
+import signal
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from nmt_cli.data.clean import CleanCounts, CleanOptions, PairCleaner
+from nmt_cli.data.clean import CleanCounts, CleanOptions, PairCleaner, filter_pairs
 from nmt_cli.data.corpus import ParallelSource, read_pairs
 from nmt_cli.data.datadir import SIDES, text_name
 from nmt_cli.data.sample import smallest_keys
@@ -25,6 +29,9 @@ from nmt_cli.errors import ConfigError, InputError
 # step name, work done, total work (None when unknown); called often, must be cheap.
 ProgressCallback = Callable[[str, int, "int | None"], None]
 _CHUNK = 10_000  # pairs cleaned and written at a time
+_SERIAL_CHUNKS = 5  # chunks cleaned in this process before worker processes take over
+_WORKERS = 2  # processes that normalise and filter (the machines we aim at have 2+ cores)
+_IN_FLIGHT = 2 * _WORKERS + 1  # chunks handed to workers and not yet back
 _ALL = "cleaned"  # the cleaned training pairs before dev/test are held out of them
 
 
@@ -67,6 +74,43 @@ def _chunks(pairs: Iterable[tuple[str, str]]) -> Iterator[list[tuple[str, str]]]
         yield chunk
 
 
+def _cleaned(
+    chunks: Iterator[list[tuple[str, str]]], cleaner: PairCleaner
+) -> Iterator[list[tuple[str, str]]]:
+    """`cleaner.clean` of each chunk, in order; past the first few, filtered in worker processes.
+
+    Normalising and filtering is pure Python and most of the reading pass, so from the
+    _SERIAL_CHUNKS-th chunk on, _WORKERS processes filter while this one reads, de-duplicates
+    and writes; at most _IN_FLIGHT chunks are on their way, so memory stays bounded. A small
+    corpus never pays for starting them.
+    """
+    for chunk in itertools.islice(chunks, _SERIAL_CHUNKS):
+        yield cleaner.clean(chunk)
+    first = next(chunks, None)
+    if first is None:
+        return
+    if sys.platform != "linux":  # fork is Linux's default and safe here; elsewhere stay serial
+        for chunk in itertools.chain([first], chunks):
+            yield cleaner.clean(chunk)
+        return
+    # fork, not spawn: spawn re-imports the caller's __main__, which an unguarded script would
+    # run again in every worker. The workers only run filter_pairs, which takes no lock.
+    context = multiprocessing.get_context("fork")
+    with context.Pool(_WORKERS, initializer=_ignore_interrupts) as pool:
+        pending: collections.deque = collections.deque()
+        for chunk in itertools.chain([first], chunks):
+            pending.append(pool.apply_async(filter_pairs, (chunk, cleaner.options)))
+            if len(pending) >= _IN_FLIGHT:
+                yield cleaner.deduplicate(*pending.popleft().get())
+        while pending:
+            yield cleaner.deduplicate(*pending.popleft().get())
+
+
+def _ignore_interrupts() -> None:
+    """Workers leave Ctrl-C to the main process, which stops them (no traceback from each)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _stream(
     source: ParallelSource,
     cleaner: PairCleaner,
@@ -77,8 +121,8 @@ def _stream(
     """Read `source`, clean it with `cleaner` and write what is kept as split `name`."""
     step = f"reading {source.describe()}"
     with _PairWriter(stage, name) as writer:
-        for chunk in _chunks(read_pairs(source)):
-            writer.write(cleaner.clean(chunk))
+        for kept in _cleaned(_chunks(read_pairs(source)), cleaner):
+            writer.write(kept)
             progress(step, cleaner.counts.read, None)
     counts = cleaner.counts
     progress(step, counts.read, counts.read)

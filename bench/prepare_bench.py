@@ -1,0 +1,174 @@
+"""`make bench-prepare`: `nmt prepare` on generated corpora of 1M and 5M pairs, and the start
+of `nmt train` on the largest data directory.
+
+For each size: the corpus is generated once (bench/prepare_corpus.py: Multi30k repeated with
+a numbered suffix, or synthetic without ../shared), then `nmt prepare --vocab-size 8000
+--joint` runs ROUNDS times as a child process. Per round: wall time from start to exit,
+pairs read per second, the peak RSS of the largest process (getrusage of the children, as
+GNU time reports it) and the peak RSS summed over the process tree (the command and its
+worker processes, sampled every 0.1 s from /proc). Then `nmt train` on the largest data
+directory with --max-steps 3 --log-every 1: seconds from start to the first update in
+train.jsonl (the shortlist table written before it included) and its peak RSS. The machine,
+its load and the fp32 matmul rate go beside them. Writes bench/prepare.json; bench/PREPARE.md
+is written from it.
+
+    .venv/bin/python bench/prepare_bench.py [--sizes 1000000,5000000] [--rounds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import flops
+import machine
+import prepare_corpus
+from layout import BENCH_DIR, OUR_NMT, REPO_DIR
+
+WORK = BENCH_DIR / "work" / "prepare"
+RESULTS = BENCH_DIR / "prepare.json"
+PREPARE_ARGS = ["--vocab-size", "8000", "--joint"]
+
+
+def _tree_rss_kib(root: int) -> int:
+    """The RSS of `root` and all its descendants now, in KiB (from /proc)."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status", encoding="utf-8") as status:
+                fields = dict(line.split(":", 1) for line in status if ":" in line)
+        except OSError:
+            continue
+        pid = int(entry)
+        children.setdefault(int(fields["PPid"]), []).append(pid)
+        rss[pid] = int(fields.get("VmRSS", "0 kB").split()[0])
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += rss.get(pid, 0)
+        todo += children.get(pid, [])
+    return total
+
+
+def run_measured(cmd: list[str], log: Path, watch=None) -> dict:
+    """Run `cmd`, return wall seconds, exit code and peak RSS (largest process, and tree)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    started = time.perf_counter()
+    with open(log, "w", encoding="utf-8") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=REPO_DIR)
+        peak = [0]
+        seen: dict = {}
+
+        def sample() -> None:
+            while proc.poll() is None:
+                peak[0] = max(peak[0], _tree_rss_kib(proc.pid))
+                if watch is not None:
+                    watch(time.perf_counter() - started, seen)
+                time.sleep(0.1)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        code = proc.wait()
+        sampler.join()
+    seconds = time.perf_counter() - started
+    largest = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return {
+        "exit_code": code,
+        "seconds": round(seconds, 2),
+        # RUSAGE_CHILDREN's maximum only grows: a value below an earlier run's is hidden,
+        # so it is given only when this run raised it (None otherwise; the tree peak stands).
+        "peak_rss_largest_process_mib": round(largest / 1024, 1) if largest > before else None,
+        "peak_rss_tree_mib": round(peak[0] / 1024, 1),
+        **seen,
+    }
+
+
+def bench_prepare(n_pairs: int, rounds: int) -> dict:
+    corpus = WORK / f"corpus-{n_pairs}"
+    src, tgt, kind = prepare_corpus.write_corpus(corpus, n_pairs)
+    runs = []
+    for round_ in range(rounds):
+        out = WORK / f"data-{n_pairs}"
+        shutil.rmtree(out, ignore_errors=True)
+        cmd = [str(OUR_NMT), "prepare", "--src", str(src), "--tgt", str(tgt), *PREPARE_ARGS]
+        cmd += ["-o", str(out), "--force"]
+        result = run_measured(cmd, WORK / f"prepare-{n_pairs}-{round_ + 1}.log")
+        if result["exit_code"] != 0:
+            raise SystemExit(f"nmt prepare failed, see {WORK}/prepare-{n_pairs}-{round_ + 1}.log")
+        counts = json.loads((out / "prepare.json").read_text(encoding="utf-8"))["counts"]["train"]
+        result["pairs_per_s"] = round(counts["read"] / result["seconds"])
+        result["phases"] = [
+            line.strip()
+            for line in (WORK / f"prepare-{n_pairs}-{round_ + 1}.log").read_text().splitlines()
+            if line.startswith("prepare: ")
+        ]
+        runs.append(result)
+        print(f"prepare {n_pairs:,} pairs, round {round_ + 1}: {result}", flush=True)
+    return {"pairs": n_pairs, "corpus": kind, "counts": counts, "rounds": runs}
+
+
+def bench_train_start(data: Path) -> dict:
+    """`nmt train` until its third update: time to the first one, and peak memory."""
+    out = WORK / "train-start"
+    shutil.rmtree(out, ignore_errors=True)
+    events = out / "train.jsonl"
+
+    def watch(elapsed: float, seen: dict) -> None:
+        if "first_update_s" in seen or not events.exists():
+            return
+        with open(events, encoding="utf-8") as log:
+            for line in log:
+                event = json.loads(line) if line.endswith("\n") else {}
+                if event.get("event") == "config":
+                    seen.setdefault("config_event_s", round(elapsed, 1))
+                if event.get("event") == "train":
+                    seen["first_update_s"] = round(elapsed, 1)
+                    seen["first_update_step"] = event["step"]
+
+    cmd = [str(OUR_NMT), "train", str(data), "-o", str(out), "--max-steps", "3"]
+    cmd += ["--log-every", "1", "--valid-every", "1000", "--force"]
+    result = run_measured(cmd, WORK / "train-start.log", watch)
+    print(f"train start on {data}: {result}", flush=True)
+    return {"data": str(data.relative_to(REPO_DIR)), "command": " ".join(cmd[1:]), **result}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="1000000,5000000")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--skip-train", action="store_true")
+    args = parser.parse_args()
+    WORK.mkdir(parents=True, exist_ok=True)
+    sizes = [int(size) for size in args.sizes.split(",")]
+    started = machine.now_utc()
+    results = {
+        "command": "make bench-prepare",
+        "started": started,
+        "machine": asdict(machine.describe()),
+        "load_before": machine.loadavg(),
+        "matmul_gflops": round(flops.matmul_gflops(), 1),
+        "matmul_command": flops.MATMUL_COMMAND,
+        "prepare_args": " ".join(PREPARE_ARGS),
+        "sizes": [bench_prepare(n, args.rounds) for n in sizes],
+    }
+    if not args.skip_train:
+        results["train_start"] = bench_train_start(WORK / f"data-{max(sizes)}")
+    results["load_after"] = machine.loadavg()
+    results["finished"] = machine.now_utc()
+    RESULTS.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()
