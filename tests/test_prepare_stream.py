@@ -18,6 +18,7 @@ import pytest
 
 import nmt_cli.data.prepare as prepare_module
 from nmt_cli.data import sample as sample_module
+from nmt_cli.data import splits as splits_module
 from nmt_cli.data.clean import CleanOptions, PairCleaner, clean_pairs, count_tokens, ratio_length
 from nmt_cli.data.corpus import ParallelSource
 from nmt_cli.data.dedup import SeenFingerprints, fingerprints
@@ -132,8 +133,11 @@ def _held_out_by_definition(pairs, dev: int, test: int, seed: int):
     return rest, [cleaned[i] for i in sorted(dev_ids)], [cleaned[i] for i in sorted(test_ids)]
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_held_out_dev_and_test_follow_the_definition(tmp_path, seed):
+@pytest.mark.parametrize(("seed", "workers"), [(1, False), (2, True)])
+def test_held_out_dev_and_test_follow_the_definition(tmp_path, monkeypatch, seed, workers):
+    if workers:  # small chunks, so that worker processes filter most of them
+        monkeypatch.setattr(splits_module, "_CHUNK", 97)
+        monkeypatch.setattr(splits_module, "_SERIAL_CHUNKS", 2)
     pairs = _pairs(2_000)
     source = _write(tmp_path / "corpus", pairs)
     out = tmp_path / f"data{seed}"
