@@ -28,7 +28,7 @@ import numpy as np
 
 from nmt_cli import __version__
 from nmt_cli.atomic import staged_directory, write_text
-from nmt_cli.data.clean import CleanCounts, CleanOptions
+from nmt_cli.data.clean import CleanOptions
 from nmt_cli.data.corpus import ParallelSource, check_readable
 from nmt_cli.data.datadir import (
     FORMAT_NAME,
@@ -117,13 +117,9 @@ class PrepareOptions:
 
 
 @dataclass(frozen=True)
-class SplitReport:
+class SplitReport(WrittenSplit):
     """One split as written: where it came from, what cleaning did, how many pieces it has."""
 
-    name: str
-    origin: str  # "corpus" (cleaned), "given" (only normalised) or "held out" (from train)
-    counts: CleanCounts
-    pairs: int
     src_pieces: int
     tgt_pieces: int
 
