@@ -117,7 +117,21 @@ def bench_prepare(n_pairs: int, rounds: int) -> dict:
         ]
         runs.append(result)
         print(f"prepare {n_pairs:,} pairs, round {round_ + 1}: {result}", flush=True)
-    return {"pairs": n_pairs, "corpus": kind, "counts": counts, "rounds": runs}
+    return {
+        "pairs": n_pairs,
+        "corpus": kind,
+        "counts": counts,
+        "rounds": runs,
+        "summary": {
+            key: _stats([run[key] for run in runs])
+            for key in ("pairs_per_s", "seconds", "peak_rss_tree_mib")
+        },
+    }
+
+
+def _stats(values: list[float]) -> dict[str, float]:
+    """Median, minimum and maximum over the rounds."""
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
 def bench_train_start(data: Path) -> dict:
@@ -145,12 +159,9 @@ def bench_train_start(data: Path) -> dict:
     return {"data": str(data.relative_to(REPO_DIR)), "command": " ".join(cmd[1:]), **result}
 
 
-def _spread(values: list[float], fmt: str) -> str:
-    """`median (min–max)` of the rounds, or the one value."""
-    if len(values) == 1:
-        return format(values[0], fmt)
-    ordered = sorted(values)
-    return f"{format(statistics.median(ordered), fmt)} ({format(ordered[0], fmt)}–{format(ordered[-1], fmt)})"
+def _spread(stats: dict[str, float], fmt: str) -> str:
+    """`median (min–max)` over the rounds."""
+    return f"{stats['median']:{fmt}} ({stats['min']:{fmt}}–{stats['max']:{fmt}})"
 
 
 def write_report(results: dict) -> str:
@@ -183,9 +194,9 @@ def write_report(results: dict) -> str:
         largest_text = ", ".join("–" if x is None else f"{x:,.0f}" for x in largest)
         lines.append(
             f"| {size['pairs']:,} | {size['corpus']} | {len(rounds)} "
-            f"| {_spread([r['pairs_per_s'] for r in rounds], ',.0f')} "
-            f"| {_spread([r['seconds'] for r in rounds], '.1f')} "
-            f"| {_spread([r['peak_rss_tree_mib'] for r in rounds], ',.0f')} "
+            f"| {_spread(size['summary']['pairs_per_s'], ',.0f')} "
+            f"| {_spread(size['summary']['seconds'], '.1f')} "
+            f"| {_spread(size['summary']['peak_rss_tree_mib'], ',.0f')} "
             f"| {largest_text} | {size['counts']['kept']:,} | {size['counts']['duplicate']:,} |"
         )
     lines += ["", "Medians, with the range over the rounds in brackets.", ""]
