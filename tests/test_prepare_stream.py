@@ -1,7 +1,8 @@
 """Streaming `nmt prepare` against its in-memory definitions, on small corpora.
 
 De-duplication by fingerprint keeps exactly the pairs an exact set keeps; the seeded choices
-(held-out dev/test, the SentencePiece sample) equal sorting every key; ids written chunk by
+(held-out dev/test: a permutation of every position; the SentencePiece sample: sorting
+every key) equal their in-memory definitions; ids written chunk by
 chunk equal ids written at once; a corpus whose sides part deep in the file is refused with the
 line number; an interrupted prepare leaves nothing behind.
 """
@@ -118,16 +119,16 @@ def test_length_fast_path_equals_the_regex_definition():
 
 @pytest.mark.parametrize(("n", "k"), [(1, 1), (10, 3), (1_000, 0), (1_000, 37), (500, 500)])
 def test_smallest_keys_in_blocks_equal_sorting_every_key(monkeypatch, n, k):
-    expected = np.argsort(item_keys(0, n, seed=4, purpose="held out"))[:k]
+    expected = np.argsort(item_keys(0, n, seed=4, purpose="spm"))[:k]
     monkeypatch.setattr(sample_module, "_BLOCK", 9)  # many blocks, so the merge is exercised
-    assert smallest_keys(n, k, seed=4, purpose="held out").tolist() == expected.tolist()
-    assert len(set(item_keys(0, n, 4, "held out").tolist())) == n  # no ties
+    assert smallest_keys(n, k, seed=4, purpose="spm").tolist() == expected.tolist()
+    assert len(set(item_keys(0, n, 4, "spm").tolist())) == n  # no ties
 
 
 def _held_out_by_definition(pairs, dev: int, test: int, seed: int):
-    """The in-memory definition: clean exactly, sort every cleaned pair's key, split the front."""
+    """The in-memory definition: clean exactly, permute every position, hold out the front."""
     cleaned = clean_pairs(pairs, CleanOptions()).pairs
-    order = np.argsort(item_keys(0, len(cleaned), seed, "held out")).tolist()
+    order = np.random.default_rng(seed).permutation(len(cleaned)).tolist()
     dev_ids, test_ids = set(order[:dev]), set(order[dev : dev + test])
     rest = [p for i, p in enumerate(cleaned) if i not in dev_ids | test_ids]
     return rest, [cleaned[i] for i in sorted(dev_ids)], [cleaned[i] for i in sorted(test_ids)]

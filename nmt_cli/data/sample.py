@@ -1,9 +1,9 @@
-"""Seeded choices of k items out of n that need no list of all n: the held-out dev/test pairs
-and the sentences SentencePiece is trained on.
+"""Seeded choices of k items out of n that need no list of all n: the training sentences
+SentencePiece sees on a large corpus.
 
 Item i gets the key splitmix64(base + i · γ), a bijection of i for a fixed base (γ is odd and
 every step of the mixer is invertible), so no two items share a key; `base` comes from the
-seed and the purpose, so the dev/test choice and the SentencePiece sample are independent.
+seed and the purpose, so choices made for different purposes are independent.
 The k items with the smallest keys are chosen, in key order: the same as sorting all n keys
 (`np.argsort(item_keys(0, n, ...))[:k]`), but computed a million keys at a time, so memory
 holds k keys and one block, whatever n is.

@@ -3,8 +3,8 @@
 The training corpus is read, normalised, filtered and de-duplicated a chunk at a time and
 written out as it goes, so memory holds one chunk of pairs plus 8 bytes per distinct pair
 (nmt_cli.data.dedup), whatever the size of the corpus. Held-out dev/test pairs are chosen
-after cleaning by a seeded choice over the cleaned pairs' positions (nmt_cli.data.sample),
-which needs only their number; a second pass over the cleaned text then routes each line to
+after cleaning by a seeded permutation of the cleaned pairs' positions, which needs only
+their number (never the pairs); a second pass over the cleaned text then routes each line to
 its split. Given dev/test files are streamed too, only normalised.
 """
 
@@ -23,7 +23,6 @@ from pathlib import Path
 from nmt_cli.data.clean import CleanCounts, CleanOptions, PairCleaner, filter_pairs
 from nmt_cli.data.corpus import ParallelSource, read_pairs
 from nmt_cli.data.datadir import SIDES, text_name
-from nmt_cli.data.sample import smallest_keys
 from nmt_cli.errors import ConfigError, InputError
 
 # step name, work done, total work (None when unknown); called often, must be cheap.
@@ -164,10 +163,17 @@ def _hold_out(
 ) -> list[WrittenSplit]:
     """Route the cleaned lines to train and to the held-out splits chosen by the seed.
 
-    The split sizes take the chosen pairs in key order (dev first, then test); each split
+    The front of the permutation is held out (dev first, then test); each split
     keeps corpus order, so a held-out file reads like the corpus it came from.
     """
-    chosen = smallest_keys(counts.kept, sum(held_out.values()), seed, "held out").tolist()
+    import numpy as np
+
+    # The seeded permutation of the cleaned pairs' positions, as `prepare` always drew it, so
+    # a seed holds out the same pairs as before. It exists only now, when the number of
+    # cleaned pairs is known: 8 bytes per pair for a moment (40 MB for 5 million), no text.
+    order = np.random.default_rng(seed).permutation(counts.kept)
+    chosen = order[: sum(held_out.values())].tolist()
+    del order
     destination: dict[int, str] = {}
     for name, size in held_out.items():
         destination.update(dict.fromkeys(chosen[:size], name))
