@@ -214,6 +214,7 @@ def write_report(results: dict) -> str:
             f"{train['seconds']:.1f} s for 3 updates in all.",
             "",
         ]
+    lines += _criteria(results)
     lines += [
         "## What bounds the memory",
         "",
@@ -227,7 +228,30 @@ def write_report(results: dict) -> str:
         "nothing per sentence of the whole corpus is held in memory.",
         "",
     ]
-    return "\n".join(lines)
+    return "\n".join(lines).replace(f"{REPO_DIR}/", "")
+
+
+def _criteria(results: dict) -> list[str]:
+    """The issue's acceptance lines, met or not, judged on the medians above."""
+    sizes = {size["pairs"]: size["summary"] for size in results["sizes"]}
+    rss = [summary["peak_rss_tree_mib"]["median"] for summary in sizes.values()]
+    rates = [summary["pairs_per_s"] for summary in sizes.values()]
+    slowest = min(rate["min"] for rate in rates)
+    train = results.get("train_start", {})
+    checks = [
+        ("peak RSS ≤ 1 GB at every size", max(rss) <= 1000),
+        ("peak RSS of the sizes within 10 % of each other", max(rss) <= 1.1 * min(rss)),
+        ("≥ 30,000 pairs/s at every size (medians)", min(r["median"] for r in rates) >= 30_000),
+        ("≥ 30,000 pairs/s in every round", slowest >= 30_000),
+        ("`nmt train` first update within 60 s", (train.get("first_update_s") or 1e9) <= 60),
+        (
+            "`nmt train` peak RSS under 2 GB",
+            0 < train.get("peak_rss_largest_process_mib", 0) < 2000,
+        ),
+    ]
+    lines = ["## Against the issue's targets", ""]
+    lines += [f"- {'met' if ok else '**not met**'}: {what}" for what, ok in checks]
+    return [*lines, ""]
 
 
 def main() -> None:
