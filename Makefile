@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 TORCH_CPU := torch==2.13.0
 DEMO_DIR := runs/demo
 
-.PHONY: install demo test test-all lint bench bench-quality bench-translate reproduce align-report clean
+.PHONY: install demo test test-all lint bench bench-quality bench-translate bench-prepare reproduce align-report clean
 
 install: $(STAMP)
 
@@ -63,3 +63,9 @@ BENCH_MODEL := bench/work/models/speed-nmt
 MODEL ?= $(if $(wildcard $(BENCH_MODEL)/config.json),$(BENCH_MODEL),runs/m30k-ref)
 bench-translate: install
 	$(PY) bench/translate_speed.py --model $(MODEL) $(BENCH_ARGS)
+
+# nmt prepare on generated corpora of 1M and 5M pairs (2 rounds each), then the start of
+# nmt train on the 5M data directory: pairs/s, peak RSS, time to the first update (about
+# 12 min on 2 cores); bench/prepare.json, from which bench/PREPARE.md is written.
+bench-prepare: install
+	$(PY) bench/prepare_bench.py $(BENCH_ARGS)

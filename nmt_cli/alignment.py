@@ -506,25 +506,9 @@ def read_gold(
 def _gold_lines(source: str | Path | Iterable[str], name: str | None) -> tuple[str, list[str]]:
     """A display name and the lines of a gold file or of lines given directly."""
     if isinstance(source, (str, Path)):
-        path = Path(source)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise InputError(f"gold alignments {path} do not exist: check the path") from None
-        except IsADirectoryError:
-            raise InputError(
-                f"gold alignments {path} is a directory: give the alignment file inside it"
-            ) from None
-        except UnicodeDecodeError as error:
-            raise InputError(
-                f"gold alignments {path} are not valid UTF-8 (byte {error.start + 1}): "
-                "re-encode the file as UTF-8"
-            ) from None
-        except OSError as error:
-            raise InputError(
-                f"cannot read gold alignments {path}: {error.strerror}: check its permissions"
-            ) from None
-        return name or str(path), text.splitlines()
+        from nmt_cli.lines import read_lines
+
+        return name or str(source), list(read_lines(Path(source)))
     return name or "<gold alignments>", [line.rstrip("\n") for line in source]
 
 

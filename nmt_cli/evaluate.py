@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import gzip
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -99,43 +98,13 @@ class EvalReport:
 
 
 def read_lines(path: str | os.PathLike) -> list[str]:
-    """Read a UTF-8 text file (plain or .gz) as lines without trailing whitespace."""
-    path = Path(path)
-    data = _read_bytes(path)
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]  # a BOM is no part of the first sentence
-    if not data:
+    """Read a text file by the one rule of `nmt_cli.lines`, without trailing whitespace."""
+    from nmt_cli.lines import read_lines as read_text_lines
+
+    lines = [line.rstrip() for line in read_text_lines(Path(path), nul="space")]
+    if not lines:
         raise InputError(f"{path} is empty: pass a file with one sentence per line")
-    chunks = data.split(b"\n")
-    if chunks[-1] == b"":
-        chunks.pop()
-    return [_decode(chunk, path, number).rstrip() for number, chunk in enumerate(chunks, 1)]
-
-
-def _read_bytes(path: Path) -> bytes:
-    if not path.exists():
-        raise InputError(f"{path} does not exist: check the path")
-    if path.is_dir():
-        raise InputError(f"{path} is a directory: pass a text file with one sentence per line")
-    try:
-        if path.suffix == ".gz":
-            with gzip.open(path, "rb") as handle:
-                return handle.read()
-        return path.read_bytes()
-    except (gzip.BadGzipFile, EOFError) as exc:
-        raise InputError(f"{path} is not a valid gzip file ({exc}): re-compress it") from exc
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}") from exc
-
-
-def _decode(chunk: bytes, path: Path, number: int) -> str:
-    try:
-        return chunk.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(
-            f"{path} line {number} is not valid UTF-8 (byte {exc.start + 1}): "
-            "convert the file, e.g. with `iconv -t UTF-8`"
-        ) from exc
+    return lines
 
 
 def check_line_counts(files: Sequence[tuple[str | os.PathLike, Sequence[str]]]) -> None:

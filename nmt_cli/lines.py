@@ -1,4 +1,20 @@
-"""Lines from stdin or a file for the streaming commands, one per input line, never shifted."""
+"""The one way every command reads text: corpora, references, hypotheses, gold files, stdin.
+
+The rule, the same for every file and every command:
+
+- **gzip** is decided by the first two bytes (1f 8b), never by the name: `train.de.gz` that is
+  plain text reads as plain text, a gzip file named `train.txt` is decompressed. stdin is read
+  as it comes (pipe it through `zcat` when compressed), so a stream is never held up.
+- **Encoding** is UTF-8. A UTF-8 BOM at the very start is dropped. Invalid UTF-8 is an error
+  naming the file, the line and the column (`nmt translate --on-invalid replace` puts U+FFFD
+  there instead); a UTF-16 file is recognised by its BOM and named as such.
+- **Lines** end at `\\n` and only there, so line numbers are those of `wc -l` and `sed -n`;
+  a `\\r` at the end of a line (CRLF) is dropped, and a last line without `\\n` counts.
+- **Inside a line**, a stray `\\r`, U+2028 or U+2029 becomes a space, so that one line in is
+  always one line out. A NUL byte is refused in corpora (`nul="error"`: `nmt prepare`,
+  `nmt align --src/--tgt/--tsv`), where it means a binary or UTF-16 file, and read as a
+  space in text that is translated or scored line by line (`nul="space"`).
+"""
 
 from __future__ import annotations
 
@@ -11,38 +27,94 @@ from typing import BinaryIO
 
 from nmt_cli.errors import ConfigError, InputError
 
+GZIP_MAGIC = b"\x1f\x8b"
+UTF8_BOM = b"\xef\xbb\xbf"
 ON_INVALID = ("error", "replace")
-
-
-def _decode(raw: bytes, name: str, number: int, on_invalid: str) -> str:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        if on_invalid == "replace":
-            text = raw.decode("utf-8", errors="replace")
-        else:
-            raise InputError(
-                f"{name} line {number} is not valid UTF-8 (byte {raw[exc.start]:#04x} at column "
-                f"{exc.start + 1}): re-encode it as UTF-8 or pass --on-invalid replace"
-            ) from None
-    # NUL and other line breaks inside a line would corrupt the one-line-per-line output.
-    return text.replace("\0", " ").replace("\r", " ").replace("\u2028", " ").replace("\u2029", " ")
+NUL_RULES = ("error", "space")
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+_LINE_BREAKS = ("\r", "\u2028", "\u2029")
+_CHUNK = 1 << 20
 
 
 def check_on_invalid(on_invalid: str) -> None:
+    """ConfigError unless `on_invalid` is one of ON_INVALID."""
     if on_invalid not in ON_INVALID:
         raise ConfigError(f"--on-invalid must be error or replace, got {on_invalid!r}")
 
 
-def iter_lines(stream: BinaryIO, name: str, on_invalid: str = "error") -> Iterator[str]:
-    """Decode a binary stream line by line; a CRLF ending and a BOM on line 1 are removed."""
+def check_readable(path: Path) -> None:
+    """Raise InputError unless `path` is an existing, readable regular file."""
+    if not path.exists():
+        raise InputError(f"{path} does not exist: check the path")
+    if path.is_dir():
+        raise InputError(f"{path} is a directory, not a file: give the text file inside it")
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror}: check its permissions") from exc
+
+
+def open_binary(path: Path) -> BinaryIO:
+    """Open `path` for binary reading, decompressing it when it starts with the gzip magic."""
+    check_readable(path)
+    with open(path, "rb") as probe:
+        compressed = probe.read(2) == GZIP_MAGIC
+    return gzip.open(path, "rb") if compressed else open(path, "rb", buffering=_CHUNK)  # type: ignore[return-value]
+
+
+def read_lines(path: Path, nul: str = "error", on_invalid: str = "error") -> Iterator[str]:
+    """Yield the lines of a plain or gzipped UTF-8 file by the rule above."""
+    path = Path(path)
+    with open_binary(path) as handle:
+        yield from iter_lines(handle, str(path), on_invalid, nul)
+
+
+def iter_lines(
+    stream: BinaryIO, name: str, on_invalid: str = "error", nul: str = "space"
+) -> Iterator[str]:
+    """Decode a binary stream line by line by the rule above; `name` is used in errors."""
     check_on_invalid(on_invalid)
     for number, raw in enumerate(_raw_lines(stream, name), start=1):
         raw = raw[:-1] if raw.endswith(b"\n") else raw
         raw = raw[:-1] if raw.endswith(b"\r") else raw
-        if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
-            raw = raw[3:]
-        yield _decode(raw, name, number, on_invalid)
+        if number == 1 and raw.startswith(UTF8_BOM):
+            raw = raw[len(UTF8_BOM) :]
+        if b"\0" in raw:
+            raw = _nul(raw, name, number, nul)
+        text = _decode(raw, name, number, on_invalid)
+        if "\r" in text or (not text.isascii() and ("\u2028" in text or "\u2029" in text)):
+            for mark in _LINE_BREAKS:
+                text = text.replace(mark, " ")
+        yield text
+
+
+def _nul(raw: bytes, name: str, number: int, nul: str) -> bytes:
+    """A line holding NUL: spaces instead (nul="space"), or the error that says what it means."""
+    if nul == "space":
+        return raw.replace(b"\0", b" ")
+    hint = (
+        "the file looks like UTF-16: convert it with `iconv -f UTF-16 -t UTF-8`"
+        if number == 1 and raw[:2] in _UTF16_BOMS
+        else "remove them or check that it is a text file"
+    )
+    raise InputError(f"{name} line {number} contains NUL bytes: {hint}")
+
+
+def _decode(raw: bytes, name: str, number: int, on_invalid: str) -> str:
+    """UTF-8 text of one line; an error names the line, byte and column unless replacing."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if on_invalid == "replace":
+            return raw.decode("utf-8", errors="replace")
+        hint = "re-encode it as UTF-8, e.g. `iconv -f LATIN1 -t UTF-8`"
+        if name == "<stdin>":
+            hint += ", or pass --on-invalid replace"
+        raise InputError(
+            f"{name} line {number} is not valid UTF-8 (byte {raw[exc.start]:#04x} at column "
+            f"{exc.start + 1}): {hint}"
+        ) from None
 
 
 def _raw_lines(stream: BinaryIO, name: str) -> Iterator[bytes]:
@@ -59,6 +131,21 @@ def _raw_lines(stream: BinaryIO, name: str) -> Iterator[bytes]:
         ) from None
     except OSError as exc:
         raise InputError(f"cannot read {name} (after line {number}): {exc.strerror}") from None
+
+
+def count_lines(path: Path) -> int:
+    """Count lines by the rule above (newlines, plus a last line without one), not decoding."""
+    lines, last = 0, b"\n"
+    try:
+        with open_binary(path) as handle:
+            while chunk := handle.read(_CHUNK):
+                lines += chunk.count(b"\n")
+                last = chunk[-1:]
+    except (gzip.BadGzipFile, EOFError, zlib.error):
+        raise InputError(f"{path} is a corrupt or truncated gzip file: re-download it") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror}") from None
+    return lines + (last != b"\n")
 
 
 class UntilError:
@@ -88,6 +175,4 @@ def open_input(path: Path | None) -> tuple[BinaryIO, str]:
     """stdin (binary) when path is None or '-', else the file (plain or gzip)."""
     if path is None or str(path) == "-":
         return sys.stdin.buffer, "<stdin>"
-    from nmt_cli.data.corpus import open_binary
-
     return open_binary(path), str(path)

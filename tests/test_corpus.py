@@ -15,9 +15,9 @@ def _write(path, data: bytes):
     return path
 
 
-def test_plain_file_lines_keep_content_and_drop_only_the_newline(tmp_path):
+def test_plain_file_lines_keep_content_and_drop_only_the_line_ending(tmp_path):
     path = _write(tmp_path / "a.txt", b"eins\nzwei  drei\r\n\nvier")
-    assert list(read_lines(path)) == ["eins", "zwei  drei\r", "", "vier"]
+    assert list(read_lines(path)) == ["eins", "zwei  drei", "", "vier"]
     assert count_lines(path) == 4
 
 

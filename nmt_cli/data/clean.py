@@ -20,10 +20,13 @@ count by whitespace words, which under-counts them: raise `--max-ratio` or set i
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+
+from nmt_cli.data.dedup import SeenFingerprints, SeenPairs
 
 # Scripts written without spaces between words, counted per character.
 _UNSPACED = (
@@ -40,10 +43,12 @@ _UNSPACED_CHAR = re.compile(f"[{_UNSPACED}]")
 # Punctuation ("。", "，", "!" or a lone "."): a token for --max-len but no word for the ratio,
 # so that tokenised and untokenised text, Chinese and English, measure alike.
 _RATIO_WORD = re.compile(r"\S*\w\S*")
+_WORD_CHAR = re.compile(r"\w")
 _CJK_PUNCTUATION = re.compile("[\u3000-\u303f\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65]")
 # Rich character sets for SentencePiece's coverage choice: CJK plus Hangul.
 _RICH_CHARSET_CHAR = re.compile(f"[{_UNSPACED}\u1100-\u11ff\u3130-\u318f\uac00-\ud7af]")
 CJK_CHARS_PER_WORD = 1.5
+_COUNTED = ("read", "normalized", "empty", "too_long", "ratio", "duplicate", "kept")
 
 
 @dataclass(frozen=True)
@@ -94,27 +99,27 @@ def normalize(text: str) -> str:
     return " ".join(text.split())
 
 
-def _words_and_unspaced(text: str) -> tuple[int, int]:
-    """Count whitespace words outside unspaced scripts and characters inside them."""
-    if text.isascii():
-        return len(text.split()), 0
+def _lengths(text: str) -> tuple[int, float]:
+    """(count_tokens, ratio_length) of `text`, measured together: the cleaner needs both."""
+    if text.isascii() or _UNSPACED_CHAR.search(text) is None:
+        words = text.split()
+        # A word counts for the ratio when it holds a letter, digit or "_" (\w), as in _RATIO_WORD.
+        ratio = sum(1 for word in words if word.isalnum() or _WORD_CHAR.search(word))
+        return len(words), ratio
     unspaced = len(_UNSPACED_CHAR.findall(text))
-    return len(_UNSPACED_CHAR.sub(" ", text).split()), unspaced
+    spaced = _UNSPACED_CHAR.sub(" ", text)
+    cjk_words = (unspaced - len(_CJK_PUNCTUATION.findall(text))) / CJK_CHARS_PER_WORD
+    return len(spaced.split()) + unspaced, len(_RATIO_WORD.findall(spaced)) + cjk_words
 
 
 def count_tokens(text: str) -> int:
     """Length for --max-len: whitespace words, one token per CJK character."""
-    words, unspaced = _words_and_unspaced(text)
-    return words + unspaced
+    return _lengths(text)[0]
 
 
 def ratio_length(text: str) -> float:
     """Length for --max-ratio: words with a letter or digit, 1.5 CJK characters per word."""
-    if text.isascii():
-        return len(_RATIO_WORD.findall(text))
-    unspaced = len(_UNSPACED_CHAR.findall(text)) - len(_CJK_PUNCTUATION.findall(text))
-    words = len(_RATIO_WORD.findall(_UNSPACED_CHAR.sub(" ", text)))
-    return words + unspaced / CJK_CHARS_PER_WORD
+    return _lengths(text)[1]
 
 
 def rich_charset_share(texts: Iterable[str], limit: int = 20_000) -> float:
@@ -133,42 +138,90 @@ def drop_reason(src: str, tgt: str, options: CleanOptions) -> str | None:
     """The name of the first filter that drops a normalised pair, or None to keep it."""
     if not src or not tgt:
         return "empty"
-    if options.max_len and max(count_tokens(src), count_tokens(tgt)) > options.max_len:
+    if not options.max_len and not options.max_ratio:
+        return None
+    (src_tokens, src_ratio), (tgt_tokens, tgt_ratio) = _lengths(src), _lengths(tgt)
+    if options.max_len and max(src_tokens, tgt_tokens) > options.max_len:
         return "too_long"
-    if options.max_ratio:
-        longer, shorter = sorted((ratio_length(src), ratio_length(tgt)), reverse=True)
-        if longer > options.max_ratio * shorter:
-            return "ratio"
+    if options.max_ratio and max(src_ratio, tgt_ratio) > options.max_ratio * min(
+        src_ratio, tgt_ratio
+    ):
+        return "ratio"
     return None
 
 
-def clean_pairs(pairs: Iterable[tuple[str, str]], options: CleanOptions) -> CleanedSplit:
-    """Normalise, filter and (optionally) de-duplicate training pairs, counting each step."""
-    counts = dict.fromkeys(("read", "normalized", "empty", "too_long", "ratio", "duplicate"), 0)
-    kept: list[tuple[str, str]] = []
-    seen: set[tuple[str, str]] = set()
+class PairCleaner:
+    """Cleans pairs one chunk at a time, in corpus order, and counts what each filter did.
+
+    With `options` it normalises, filters and (if `options.dedup`) drops repeats by asking
+    `seen` (fingerprints by default: bounded memory); without, it only normalises (given
+    dev/test sets are references: never filter or de-duplicate them).
+    """
+
+    def __init__(
+        self, options: CleanOptions | None, seen: SeenPairs | SeenFingerprints | None = None
+    ) -> None:
+        self.options = options
+        self._seen = None
+        if options is not None and options.dedup:
+            self._seen = seen if seen is not None else SeenFingerprints()
+        self._counts = dict.fromkeys(_COUNTED, 0)
+
+    @property
+    def counts(self) -> CleanCounts:
+        """What happened so far."""
+        return CleanCounts(**self._counts)
+
+    def clean(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The pairs of this chunk that are kept, normalised, in order."""
+        return self.deduplicate(*filter_pairs(pairs, self.options))
+
+    def deduplicate(
+        self, kept: list[tuple[str, str]], counts: dict[str, int]
+    ) -> list[tuple[str, str]]:
+        """Count a chunk that `filter_pairs` cleaned (maybe in another process), drop repeats."""
+        for name, count in counts.items():
+            self._counts[name] += count
+        if self._seen is not None and kept:
+            fresh = self._seen.first_time(kept)
+            self._counts["duplicate"] += len(kept) - sum(fresh)
+            kept = list(itertools.compress(kept, fresh))
+        self._counts["kept"] += len(kept)
+        return kept
+
+
+def filter_pairs(
+    pairs: Sequence[tuple[str, str]], options: CleanOptions | None
+) -> tuple[list[tuple[str, str]], dict[str, int]]:
+    """Normalise one chunk and drop what the filters drop (None: only normalise), with counts.
+
+    No state: chunks can be filtered in parallel and de-duplicated afterwards, in order.
+    """
+    counts = dict.fromkeys(("read", "normalized", "empty", "too_long", "ratio"), 0)
+    kept = []
     for raw_src, raw_tgt in pairs:
-        counts["read"] += 1
-        pair = normalize(raw_src), normalize(raw_tgt)
-        counts["normalized"] += pair != (raw_src, raw_tgt)
-        reason = drop_reason(*pair, options)
-        if reason is None and options.dedup:
-            # The set holds references to strings already kept, so it costs little memory.
-            reason = "duplicate" if pair in seen else None
-            seen.add(pair)
+        src, tgt = normalize(raw_src), normalize(raw_tgt)
+        if src != raw_src or tgt != raw_tgt:
+            counts["normalized"] += 1
+        reason = None if options is None else drop_reason(src, tgt, options)
         if reason is None:
-            kept.append(pair)
+            kept.append((src, tgt))
         else:
             counts[reason] += 1
-    return CleanedSplit(kept, CleanCounts(**counts, kept=len(kept)))
+    counts["read"] = len(pairs)
+    return kept, counts
+
+
+def clean_pairs(pairs: Iterable[tuple[str, str]], options: CleanOptions) -> CleanedSplit:
+    """Normalise, filter and de-duplicate pairs in memory, exactly: the definition that
+    `PairCleaner` with fingerprints follows in bounded memory."""
+    cleaner = PairCleaner(options, SeenPairs())
+    kept = cleaner.clean(list(pairs))
+    return CleanedSplit(kept, cleaner.counts)
 
 
 def normalize_pairs(pairs: Iterable[tuple[str, str]]) -> CleanedSplit:
     """Only normalise (given dev/test sets are references: never filter or de-duplicate them)."""
-    kept: list[tuple[str, str]] = []
-    normalized = 0
-    for raw_src, raw_tgt in pairs:
-        pair = normalize(raw_src), normalize(raw_tgt)
-        normalized += pair != (raw_src, raw_tgt)
-        kept.append(pair)
-    return CleanedSplit(kept, CleanCounts(read=len(kept), normalized=normalized, kept=len(kept)))
+    cleaner = PairCleaner(None)
+    kept = cleaner.clean(list(pairs))
+    return CleanedSplit(kept, cleaner.counts)

@@ -1,24 +1,21 @@
 """Reading parallel corpora: two line-aligned files (plain or gzip) or one two-column TSV file.
 
-Everything streams line by line and every error names the file and the 1-based line number,
-so a user can jump straight to the broken line.
+Everything streams line by line through the one text reader (`nmt_cli.lines`: gzip, UTF-8,
+CR and NUL handled by its rule; NUL refused in a corpus) and every error names the file and
+the 1-based line number, so a user can jump straight to the broken line.
 """
 
 from __future__ import annotations
 
-import gzip
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, NoReturn
+from typing import NoReturn
 
 from nmt_cli.errors import ConfigError, InputError
+from nmt_cli.lines import check_readable, count_lines, read_lines
 
-GZIP_MAGIC = b"\x1f\x8b"
-UTF8_BOM = b"\xef\xbb\xbf"
-_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
-_CHUNK = 1 << 20
+__all__ = ["ParallelSource", "check_readable", "count_lines", "read_lines", "read_pairs"]
 
 
 @dataclass(frozen=True)
@@ -73,80 +70,6 @@ def source_from_flags(
     return ParallelSource(src=src, tgt=tgt, tsv=tsv)
 
 
-def check_readable(path: Path) -> None:
-    """Raise InputError unless `path` is an existing, readable regular file."""
-    if not path.exists():
-        raise InputError(f"{path} does not exist: check the path")
-    if path.is_dir():
-        raise InputError(f"{path} is a directory, not a file: give the corpus file inside it")
-    try:
-        with open(path, "rb"):
-            pass
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}: check its permissions") from exc
-
-
-def open_binary(path: Path) -> BinaryIO:
-    """Open `path` for binary reading, decompressing it when it starts with the gzip magic."""
-    check_readable(path)
-    with open(path, "rb") as probe:
-        compressed = probe.read(2) == GZIP_MAGIC
-    # The magic bytes decide, not the extension: a plain file named .gz still reads.
-    return gzip.open(path, "rb") if compressed else open(path, "rb")  # type: ignore[return-value]
-
-
-def _decode(raw: bytes, path: Path, number: int) -> str:
-    """Decode one raw line (newline already removed), naming the file and line on failure."""
-    if b"\0" in raw:
-        hint = (
-            "the file looks like UTF-16: convert it with `iconv -f UTF-16 -t UTF-8`"
-            if number == 1 and raw[:2] in _UTF16_BOMS
-            else "remove them or check that it is a text file"
-        )
-        raise InputError(f"{path} line {number} contains NUL bytes: {hint}")
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(
-            f"{path} line {number} is not valid UTF-8 (byte {raw[exc.start]:#04x} at column "
-            f"{exc.start + 1}): re-encode the file as UTF-8, e.g. `iconv -f LATIN1 -t UTF-8`"
-        ) from None
-
-
-def read_lines(path: Path) -> Iterator[str]:
-    """Yield the decoded lines of a plain or gzipped UTF-8 file, without their newline or BOM."""
-    number = 0
-    try:
-        with open_binary(path) as handle:
-            for raw in handle:
-                number += 1
-                if number == 1 and raw.startswith(UTF8_BOM):
-                    raw = raw[len(UTF8_BOM) :]
-                yield _decode(raw[:-1] if raw.endswith(b"\n") else raw, path, number)
-    except (gzip.BadGzipFile, EOFError, zlib.error):
-        raise InputError(
-            f"{path} is a corrupt or truncated gzip file (after line {number}): "
-            "re-download or re-compress it"
-        ) from None
-    except OSError as exc:
-        raise InputError(f"cannot read {path} (after line {number}): {exc.strerror}") from None
-
-
-def count_lines(path: Path) -> int:
-    """Count lines cheaply (newlines, plus a last line without one) without decoding."""
-    lines, last = 0, b"\n"
-    try:
-        with open_binary(path) as handle:
-            while chunk := handle.read(_CHUNK):
-                lines += chunk.count(b"\n")
-                last = chunk[-1:]
-    except (gzip.BadGzipFile, EOFError, zlib.error):
-        raise InputError(f"{path} is a corrupt or truncated gzip file: re-download it") from None
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}") from None
-    return lines + (last != b"\n")
-
-
 def read_pairs(source: ParallelSource) -> Iterator[tuple[str, str]]:
     """Yield the raw (source, target) sentence pairs of `source`, line by line."""
     if source.tsv is not None:
@@ -159,24 +82,26 @@ def _read_aligned(src: Path, tgt: Path) -> Iterator[tuple[str, str]]:
     for path in (src, tgt):
         check_readable(path)
     src_lines, tgt_lines = read_lines(src), read_lines(tgt)
-    for src_line in src_lines:
+    number = 0
+    for number, src_line in enumerate(src_lines, start=1):  # noqa: B007 (used after the loop)
         tgt_line = next(tgt_lines, None)
         if tgt_line is None:
-            _raise_mismatch(src, tgt)
+            _raise_mismatch(src, tgt, number, src)
         yield src_line, tgt_line
     if next(tgt_lines, None) is not None:
-        _raise_mismatch(src, tgt)
+        _raise_mismatch(src, tgt, number + 1, tgt)
 
 
-def _raise_mismatch(src: Path, tgt: Path) -> NoReturn:
+def _raise_mismatch(src: Path, tgt: Path, number: int, longer: Path) -> NoReturn:
+    """The error for sides of different lengths: both counts and the first unpaired line."""
     n_src, n_tgt = count_lines(src), count_lines(tgt)
     if 0 in (n_src, n_tgt):
         fix = f"{src if n_src == 0 else tgt} is empty: give the file that holds the sentences"
     else:
         fix = "check that they are the two sides of one corpus, one sentence per line"
     raise InputError(
-        f"{src} has {n_src:,} lines but {tgt} has {n_tgt:,}: source and target must be "
-        f"line-aligned; {fix}"
+        f"{src} has {n_src:,} lines but {tgt} has {n_tgt:,} (line {number:,} of {longer} has "
+        f"no partner): source and target must be line-aligned; {fix}"
     )
 
 

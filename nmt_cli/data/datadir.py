@@ -14,14 +14,10 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from nmt_cli import __version__
 from nmt_cli.data.ids import TokenIds, ids_paths, read_token_ids
 from nmt_cli.errors import ArtifactError
-
-if TYPE_CHECKING:
-    from nmt_cli.data.prepare import PrepareOptions, PrepareReport, SplitReport
 
 MANIFEST = "prepare.json"
 FORMAT_NAME = "nmt-data"
@@ -198,57 +194,3 @@ def _fingerprint(*files: Path) -> str:
     for file in dict.fromkeys(files):  # a joint model is hashed once
         digest.update(file.read_bytes())
     return digest.hexdigest()[:16]
-
-
-# Writing prepare.json ------------------------------------------------------------------------
-
-
-def build_manifest(options: PrepareOptions, report: PrepareReport) -> dict[str, object]:
-    """The content of prepare.json: format, inputs, options, every count, every file name."""
-    held_out = sum(split.pairs for split in report.splits if split.origin == "held out")
-    counts = {
-        split.name: {"origin": split.origin, **split.counts.to_json()} for split in report.splits
-    }
-    counts["train"]["held_out"] = held_out
-    return {
-        "format": FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
-        "created_by": f"nmt {__version__}",
-        "src_lang": options.src_lang,
-        "tgt_lang": options.tgt_lang,
-        "inputs": _inputs_json(options),
-        "options": options.to_json(),
-        "counts": counts,
-        "splits": {split.name: _split_json(split) for split in report.splits},
-        "tokenizer": {
-            "joint": report.joint,
-            "model_type": options.model_type,
-            **{side: model.to_json() for side, model in report.tokenizers.items()},
-        },
-    }
-
-
-def _inputs_json(options: PrepareOptions) -> dict[str, object]:
-    """Where each split came from: its files as given, or the held-out sample."""
-    inputs: dict[str, object] = {"train": options.train.to_json()}
-    for name, given, size in (
-        ("dev", options.dev, options.dev_size),
-        ("test", options.test, options.test_size),
-    ):
-        if given is not None:
-            inputs[name] = given.to_json()
-        elif size:
-            inputs[name] = {"held_out_from": "train", "size": size, "seed": options.seed}
-    return inputs
-
-
-def _split_json(split: SplitReport) -> dict[str, object]:
-    """One split's size and its file names (text files and token-id prefixes)."""
-    names = {side: text_name(split.name, side) for side in SIDES}
-    return {
-        "pairs": split.pairs,
-        "src_pieces": split.src_pieces,
-        "tgt_pieces": split.tgt_pieces,
-        "text": names,
-        "ids": names,
-    }

@@ -8,9 +8,12 @@ with memory mapping, so opening a large corpus is instant and costs no RAM until
 
 from __future__ import annotations
 
-from array import array
+import contextlib
+import io
+import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -20,6 +23,8 @@ from nmt_cli.errors import ArtifactError
 IDS_SUFFIX = ".ids.npy"
 OFFSETS_SUFFIX = ".offsets.npy"
 _UINT16_LIMIT = 1 << 16
+_OFFSET_DTYPE = np.dtype(np.int64)
+_NPY_HEADER_BYTES = 128
 
 
 def ids_paths(prefix: Path) -> tuple[Path, Path]:
@@ -34,26 +39,73 @@ def id_dtype(vocab_size: int) -> np.dtype:
 
 def write_token_ids(prefix: Path, sequences: Iterable[Sequence[int]], vocab_size: int) -> None:
     """Write `sequences` (ids without BOS/EOS) under `prefix`; ValueError for an id out of range."""
-    dtype = id_dtype(vocab_size)
-    flat = array("H" if dtype == np.uint16 else "I")
-    offsets = array("q", [0])
-    for sequence in sequences:
+    with TokenIdsWriter(prefix, vocab_size) as writer:
+        writer.add(list(sequences))
+
+
+class TokenIdsWriter:
+    """Writes token ids chunk by chunk straight into the .npy files, holding only one chunk.
+
+    Neither the number of ids nor the number of sentences need be known in advance: each
+    file starts with the header of an empty array, which closing rewrites with the final
+    length. A 1-D header is always 128 bytes (numpy pads it to a multiple of 64 and no length
+    needs more than 20 digits), so the files are byte for byte what `np.save` writes.
+    """
+
+    def __init__(self, prefix: Path, vocab_size: int) -> None:
+        self.vocab_size = vocab_size
+        self.dtype = id_dtype(vocab_size)
+        self.total = 0  # ids written so far
+        self.sentences = 0  # sentences written so far
+        self._stack = contextlib.ExitStack()
+        ids_path, offsets_path = ids_paths(prefix)
+        self._ids = self._stack.enter_context(atomic_open(ids_path, "wb"))
+        self._offsets = self._stack.enter_context(atomic_open(offsets_path, "wb"))
+        self._ids.write(_npy_header(self.dtype, 0))
+        self._offsets.write(_npy_header(_OFFSET_DTYPE, 0))
+        self._offsets.write(np.zeros(1, _OFFSET_DTYPE).tobytes())
+
+    def add(self, sequences: Sequence[Sequence[int]]) -> None:
+        """Append sentences (lists of ids without BOS/EOS); ValueError for an id out of range."""
+        lengths = np.fromiter(map(len, sequences), dtype=_OFFSET_DTYPE, count=len(sequences))
+        count = int(lengths.sum())
         try:
-            flat.extend(sequence)
-        except OverflowError:
-            raise ValueError(f"a token id in {list(sequence)} does not fit {dtype}") from None
-        offsets.append(len(flat))
-    ids = np.frombuffer(flat, dtype=dtype) if flat else np.zeros(0, dtype)
-    if ids.size and int(ids.max()) >= vocab_size:
-        raise ValueError(f"token id {int(ids.max())} is outside the vocabulary of {vocab_size}")
-    ids_path, offsets_path = ids_paths(prefix)
-    _save(ids_path, ids)
-    _save(offsets_path, np.frombuffer(offsets, dtype=np.int64))
+            flat = np.fromiter(itertools.chain.from_iterable(sequences), self.dtype, count=count)
+        except (OverflowError, ValueError):
+            raise ValueError(f"a token id in this chunk does not fit {self.dtype}") from None
+        if flat.size and int(flat.max()) >= self.vocab_size:
+            raise ValueError(
+                f"token id {int(flat.max())} is outside the vocabulary of {self.vocab_size}"
+            )
+        self._ids.write(flat.tobytes())
+        self._offsets.write((np.cumsum(lengths) + self.total).tobytes())
+        self.total += count
+        self.sentences += len(sequences)
+
+    def __enter__(self) -> TokenIdsWriter:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        if kind is None:
+            self._finish_header(self._ids, self.dtype, self.total)
+            self._finish_header(self._offsets, _OFFSET_DTYPE, self.sentences + 1)
+        self._stack.__exit__(kind, *rest)  # renames into place, or removes the temporary files
+
+    @staticmethod
+    def _finish_header(handle: BinaryIO, dtype: np.dtype, length: int) -> None:
+        handle.seek(0)
+        handle.write(_npy_header(dtype, length))
+        handle.seek(0, io.SEEK_END)
 
 
-def _save(path: Path, array_: np.ndarray) -> None:
-    with atomic_open(path, "wb") as handle:
-        np.save(handle, array_, allow_pickle=False)
+def _npy_header(dtype: np.dtype, length: int) -> bytes:
+    """The .npy (version 1.0) header of a flat array of `length` items of `dtype`."""
+    buffer = io.BytesIO()
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False}
+    np.lib.format.write_array_header_1_0(buffer, {**header, "shape": (length,)})
+    data = buffer.getvalue()
+    assert len(data) == _NPY_HEADER_BYTES, "a 1-D .npy header is always 128 bytes"
+    return data
 
 
 class TokenIds:

@@ -160,7 +160,7 @@ def train_tokenizer(
     """Train a SentencePiece model on sentences (or text files), falling back to a smaller vocab."""
     check_training_options(vocab_size, model_type, character_coverage)
     files = _as_files(sentences)
-    texts = None if files is not None else list(sentences)  # type: ignore[arg-type]
+    texts = None if files is not None else _reiterable(sentences)  # type: ignore[arg-type]
     if character_coverage is None:
         character_coverage = auto_character_coverage(_sample_lines(files) if files else texts)
     settings = _trainer_settings(model_type, character_coverage, files)
@@ -201,6 +201,12 @@ def _as_files(sentences: Iterable[str] | Path | Sequence[Path]) -> list[Path] | 
     return None
 
 
+def _reiterable(sentences: Iterable[str]) -> Iterable[str]:
+    """`sentences` itself when it can be iterated again (a list, a sample read from disk),
+    else a list of them: a retry with a smaller vocabulary needs them a second time."""
+    return list(sentences) if iter(sentences) is sentences else sentences
+
+
 def _sample_lines(files: list[Path], per_file: int = 20_000) -> list[str]:
     """The first lines of each training file, enough to judge the character set."""
     sample: list[str] = []
@@ -234,7 +240,7 @@ def _trainer_settings(model_type: str, coverage: float, files: list[Path] | None
 
 
 def _train_with_fallback(
-    settings: dict, texts: list[str] | None, vocab_size: int, seed: int
+    settings: dict, texts: Iterable[str] | None, vocab_size: int, seed: int
 ) -> bytes:
     """Train, retrying with the vocabulary size SentencePiece says it can reach."""
     for _ in range(3):
@@ -246,7 +252,7 @@ def _train_with_fallback(
 
 
 def _train_once(
-    settings: dict, texts: list[str] | None, vocab_size: int, seed: int, hard_limit: bool
+    settings: dict, texts: Iterable[str] | None, vocab_size: int, seed: int, hard_limit: bool
 ) -> bytes:
     """One training run; the model comes back as bytes, so no temporary path ends up inside it."""
     import sentencepiece as spm

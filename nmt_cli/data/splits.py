@@ -1,0 +1,220 @@
+"""Writing the cleaned text splits of a data directory in one streaming pass over the corpus.
+
+The training corpus is read, normalised, filtered and de-duplicated a chunk at a time and
+written out as it goes, so memory holds one chunk of pairs plus 8 bytes per distinct pair
+(nmt_cli.data.dedup), whatever the size of the corpus. Held-out dev/test pairs are chosen
+after cleaning by a seeded permutation of the cleaned pairs' positions, which needs only
+their number (never the pairs); a second pass over the cleaned text then routes each line to
+its split. Given dev/test files are streamed too, only normalised.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import itertools
+import multiprocessing
+import signal
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from nmt_cli.data.clean import CleanCounts, CleanOptions, PairCleaner, filter_pairs
+from nmt_cli.data.corpus import ParallelSource, read_pairs
+from nmt_cli.data.datadir import SIDES, text_name
+from nmt_cli.errors import ConfigError, InputError
+
+# step name, work done, total work (None when unknown); called often, must be cheap.
+ProgressCallback = Callable[[str, int, "int | None"], None]
+_CHUNK = 10_000  # pairs cleaned and written at a time
+_SERIAL_CHUNKS = 5  # chunks cleaned in this process before worker processes take over
+_WORKERS = 2  # processes that normalise and filter (the machines we aim at have 2+ cores)
+_IN_FLIGHT = 2 * _WORKERS + 1  # chunks handed to workers and not yet back
+_ALL = "cleaned"  # the cleaned training pairs before dev/test are held out of them
+
+
+@dataclass(frozen=True)
+class WrittenSplit:
+    """One split as written to `{name}.src` / `{name}.tgt`: where it came from and its counts."""
+
+    name: str
+    origin: str  # "corpus" (cleaned), "given" (only normalised) or "held out" (from train)
+    counts: CleanCounts
+    pairs: int
+
+
+class _PairWriter:
+    """Appends pairs to the two text files of a split, one sentence per line."""
+
+    def __init__(self, stage: Path, name: str) -> None:
+        self._stack = contextlib.ExitStack()
+        self.files = [
+            self._stack.enter_context(
+                open(stage / text_name(name, side), "w", encoding="utf-8", newline="\n")
+            )
+            for side in SIDES
+        ]
+
+    def write(self, pairs: list[tuple[str, str]]) -> None:
+        for index, handle in enumerate(self.files):
+            handle.write("".join([pair[index] + "\n" for pair in pairs]))
+
+    def __enter__(self) -> _PairWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+
+def _chunks(pairs: Iterable[tuple[str, str]]) -> Iterator[list[tuple[str, str]]]:
+    iterator = iter(pairs)
+    while chunk := list(itertools.islice(iterator, _CHUNK)):
+        yield chunk
+
+
+def _cleaned(
+    chunks: Iterator[list[tuple[str, str]]], cleaner: PairCleaner
+) -> Iterator[list[tuple[str, str]]]:
+    """`cleaner.clean` of each chunk, in order; past the first few, filtered in worker processes.
+
+    Normalising and filtering is pure Python and most of the reading pass, so from the
+    _SERIAL_CHUNKS-th chunk on, _WORKERS processes filter while this one reads, de-duplicates
+    and writes; at most _IN_FLIGHT chunks are on their way, so memory stays bounded. A small
+    corpus never pays for starting them.
+    """
+    for chunk in itertools.islice(chunks, _SERIAL_CHUNKS):
+        yield cleaner.clean(chunk)
+    first = next(chunks, None)
+    if first is None:
+        return
+    if sys.platform != "linux":  # fork is Linux's default and safe here; elsewhere stay serial
+        for chunk in itertools.chain([first], chunks):
+            yield cleaner.clean(chunk)
+        return
+    # fork, not spawn: spawn re-imports the caller's __main__, which an unguarded script would
+    # run again in every worker. The workers only run filter_pairs, which takes no lock.
+    context = multiprocessing.get_context("fork")
+    with context.Pool(_WORKERS, initializer=_ignore_interrupts) as pool:
+        pending: collections.deque = collections.deque()
+        for chunk in itertools.chain([first], chunks):
+            pending.append(pool.apply_async(filter_pairs, (chunk, cleaner.options)))
+            if len(pending) >= _IN_FLIGHT:
+                yield cleaner.deduplicate(*pending.popleft().get())
+        while pending:
+            yield cleaner.deduplicate(*pending.popleft().get())
+
+
+def _ignore_interrupts() -> None:
+    """Workers leave Ctrl-C to the main process, which stops them (no traceback from each)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _stream(
+    source: ParallelSource,
+    cleaner: PairCleaner,
+    stage: Path,
+    name: str,
+    progress: ProgressCallback,
+) -> CleanCounts:
+    """Read `source`, clean it with `cleaner` and write what is kept as split `name`."""
+    step = f"reading {source.describe()}"
+    with _PairWriter(stage, name) as writer:
+        for kept in _cleaned(_chunks(read_pairs(source)), cleaner):
+            writer.write(kept)
+            progress(step, cleaner.counts.read, None)
+    counts = cleaner.counts
+    progress(step, counts.read, counts.read)
+    return counts
+
+
+def write_train(
+    source: ParallelSource,
+    options: CleanOptions,
+    stage: Path,
+    held_out: dict[str, int],
+    seed: int,
+    progress: ProgressCallback,
+) -> list[WrittenSplit]:
+    """Clean the training corpus into the train split and hold dev/test out of it.
+
+    `held_out` maps "dev" and "test" to the number of pairs to hold out (0: none).
+    """
+    wanted = sum(held_out.values())
+    counts = _stream(source, PairCleaner(options), stage, _ALL if wanted else "train", progress)
+    if not counts.kept:
+        raise InputError(_nothing_left(source, counts))
+    if not wanted:
+        return [WrittenSplit("train", "corpus", counts, counts.kept)]
+    if wanted >= counts.kept:
+        raise ConfigError(
+            f"--dev-size {held_out['dev']} + --test-size {held_out['test']} would leave no "
+            f"training pairs: only {counts.kept:,} remain after cleaning; lower them"
+        )
+    return _hold_out(stage, counts, held_out, seed, progress)
+
+
+def _hold_out(
+    stage: Path,
+    counts: CleanCounts,
+    held_out: dict[str, int],
+    seed: int,
+    progress: ProgressCallback,
+) -> list[WrittenSplit]:
+    """Route the cleaned lines to train and to the held-out splits chosen by the seed.
+
+    The front of the permutation is held out (dev first, then test); each split
+    keeps corpus order, so a held-out file reads like the corpus it came from.
+    """
+    import numpy as np
+
+    # The seeded permutation of the cleaned pairs' positions, as `prepare` always drew it, so
+    # a seed holds out the same pairs as before. It exists only now, when the number of
+    # cleaned pairs is known: 8 bytes per pair for a moment (40 MB for 5 million), no text.
+    order = np.random.default_rng(seed).permutation(counts.kept)
+    chosen = order[: sum(held_out.values())].tolist()
+    del order
+    destination: dict[int, str] = {}
+    for name, size in held_out.items():
+        destination.update(dict.fromkeys(chosen[:size], name))
+        chosen = chosen[size:]
+    step = "holding out " + " and ".join(name for name, size in held_out.items() if size)
+    names = ["train", *(name for name, size in held_out.items() if size)]
+    for side in SIDES:
+        source_path = stage / text_name(_ALL, side)
+        with contextlib.ExitStack() as stack:
+            outputs = {
+                name: stack.enter_context(open(stage / text_name(name, side), "wb"))
+                for name in names
+            }
+            with open(source_path, "rb") as lines:
+                for number, line in enumerate(lines):
+                    outputs[destination.get(number, "train")].write(line)
+        source_path.unlink()
+        progress(step, SIDES.index(side) + 1, len(SIDES))
+    splits = [WrittenSplit("train", "corpus", counts, counts.kept - len(destination))]
+    for name in names[1:]:
+        size = held_out[name]
+        splits.append(WrittenSplit(name, "held out", CleanCounts(read=size, kept=size), size))
+    return splits
+
+
+def write_given(
+    name: str, source: ParallelSource, stage: Path, progress: ProgressCallback
+) -> WrittenSplit:
+    """A given dev/test split: normalised only, never filtered (it is a reference)."""
+    counts = _stream(source, PairCleaner(None), stage, name, progress)
+    if not counts.kept:
+        raise InputError(f"{source.describe()} holds no sentences: give non-empty {name} files")
+    return WrittenSplit(name, "given", counts, counts.kept)
+
+
+def _nothing_left(source: ParallelSource, counts: CleanCounts) -> str:
+    """The one-line message for a training corpus that cleaning emptied."""
+    if counts.read == 0:
+        return f"{source.describe()} holds no sentences: give a non-empty corpus"
+    return (
+        f"no training pairs left after cleaning {source.describe()}: {counts.read:,} read, "
+        f"{counts.empty:,} with an empty side, {counts.too_long:,} too long, "
+        f"{counts.ratio:,} over the length ratio: check the files or relax --max-len/--max-ratio"
+    )

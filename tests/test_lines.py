@@ -1,0 +1,86 @@
+"""The one text reader (nmt_cli.lines): its rule for gzip, encodings, NUL and CR, everywhere."""
+
+from __future__ import annotations
+
+import gzip
+import io
+
+import pytest
+from rich.console import Console
+
+from nmt_cli.alignment import read_gold
+from nmt_cli.errors import InputError
+from nmt_cli.evaluate import read_lines as read_scored_lines
+from nmt_cli.lines import count_lines, iter_lines, read_lines
+from nmt_cli.render import prepare_report
+
+
+def _file(tmp_path, name: str, data: bytes):
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+def test_gzip_is_told_by_its_magic_bytes_not_its_name(tmp_path):
+    text = b"ein\nzwei\n"
+    named_gz_but_plain = _file(tmp_path, "plain.gz", text)
+    gzip_named_txt = _file(tmp_path, "packed.txt", gzip.compress(text))
+    for path in (named_gz_but_plain, gzip_named_txt):
+        assert list(read_lines(path)) == ["ein", "zwei"]
+        assert read_scored_lines(path) == ["ein", "zwei"]
+        assert count_lines(path) == 2
+
+
+def test_line_ends_and_breaks_inside_a_line(tmp_path):
+    data = b"\xef\xbb\xbfa\r\nb\rc\nd\xe2\x80\xa8e\nlast\r"
+    path = _file(tmp_path, "x", data)
+    assert list(read_lines(path)) == ["a", "b c", "d e", "last"]
+    assert count_lines(path) == 4  # like wc -l, plus the last line without a newline
+
+
+def test_nul_is_refused_in_a_corpus_and_a_space_elsewhere(tmp_path):
+    path = _file(tmp_path, "nul", b"ok\nst\x00one\n")
+    with pytest.raises(InputError, match=r"nul line 2 contains NUL bytes"):
+        list(read_lines(path))
+    assert list(read_lines(path, nul="space")) == ["ok", "st one"]
+    assert read_scored_lines(path) == ["ok", "st one"]
+    assert list(iter_lines(io.BytesIO(b"a\x00b\n"), "<stdin>")) == ["a b"]
+
+
+def test_utf16_is_named_and_invalid_utf8_names_line_and_column(tmp_path):
+    utf16 = _file(tmp_path, "u16", "hallo\n".encode("utf-16"))
+    with pytest.raises(InputError, match="looks like UTF-16"):
+        list(read_lines(utf16))
+    latin = _file(tmp_path, "latin", "ok\nGr\xfc\xdfe\n".encode("latin-1"))
+    with pytest.raises(
+        InputError, match=r"latin line 2 is not valid UTF-8 \(byte 0xfc at column 3\)"
+    ):
+        list(read_lines(latin))
+    replaced = iter_lines(io.BytesIO(b"Gr\xfc\n"), "<stdin>", on_invalid="replace")
+    assert list(replaced) == ["Gr\ufffd"]
+
+
+def test_gold_alignments_are_read_by_the_same_rule(tmp_path):
+    path = _file(tmp_path, "gold.gz", gzip.compress(b"0-0 1-1\r\n0-0\r\n"))
+    gold = read_gold(path)
+    assert [sorted(g.sure) for g in gold] == [[(0, 0), (1, 1)], [(0, 0)]]
+
+
+def test_plain_progress_prints_long_steps_only(monkeypatch):
+    clock = iter([0.0, 1.0, 2.0, 100.0, 100.0, 131.0, 140.0])
+    monkeypatch.setattr(prepare_report.time, "monotonic", lambda: next(clock))
+    out = io.StringIO()
+    with prepare_report.prepare_progress(Console(file=out, force_terminal=False)) as progress:
+        progress("training SentencePiece (src+tgt)", 0, None)  # t=0
+        progress("training SentencePiece (src+tgt)", 1, 1)  # t=1: short, no line
+        progress("reading a + b", 0, None)  # t=2
+        progress("reading a + b", 500_000, None)  # t=100: over 30 s since start
+        progress("reading a + b", 600_000, None)  # t=100: printed just now, quiet
+        progress("reading a + b", 900_000, None)  # t=131
+        progress("reading a + b", 1_000_000, 1_000_000)  # t=140: done
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith(
+        "prepare: reading a + b: 500,000 pairs, 5,102 pairs/s, 98.0 s so far"
+    )
+    assert len(lines) == 3 and lines[-1].endswith("138.0 s")
+    assert "SentencePiece" not in out.getvalue()
