@@ -11,7 +11,7 @@ out=${1:-runs/demo}
 nmt=${NMT:-.venv/bin/nmt}
 py=${PY:-.venv/bin/python}
 demo=data/demo
-config=data/configs/demo.toml
+config=${DEMO_CONFIG:-data/configs/demo.toml}
 cap=${DEMO_MAX_TIME:-60m}
 started=$(date +%s.%N)
 
