@@ -507,6 +507,9 @@ def _gold_lines(source: str | Path | Iterable[str], name: str | None) -> tuple[s
     """A display name and the lines of a gold file or of lines given directly."""
     if isinstance(source, (str, Path)):
         path = Path(source)
+        from nmt_cli.data.corpus import check_regular
+
+        check_regular(path, "gold alignments ")
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:

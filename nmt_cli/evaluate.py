@@ -117,6 +117,9 @@ def _read_bytes(path: Path) -> bytes:
         raise InputError(f"{path} does not exist: check the path")
     if path.is_dir():
         raise InputError(f"{path} is a directory: pass a text file with one sentence per line")
+    from nmt_cli.data.corpus import check_regular
+
+    check_regular(path)
     try:
         if path.suffix == ".gz":
             with gzip.open(path, "rb") as handle:
@@ -125,7 +128,9 @@ def _read_bytes(path: Path) -> bytes:
     except (gzip.BadGzipFile, EOFError) as exc:
         raise InputError(f"{path} is not a valid gzip file ({exc}): re-compress it") from exc
     except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}") from exc
+        raise InputError(
+            f"cannot read {path}: {exc.strerror}: check the path and its permissions"
+        ) from exc
 
 
 def _decode(chunk: bytes, path: Path, number: int) -> str:

@@ -73,12 +73,22 @@ def source_from_flags(
     return ParallelSource(src=src, tgt=tgt, tsv=tsv)
 
 
+def check_regular(path: Path, what: str = "") -> None:
+    """Refuse a FIFO, socket or device: opening a FIFO waits for a writer that may never come."""
+    if path.exists() and not path.is_dir() and not path.is_file():
+        raise InputError(
+            f"{what}{path} is not a regular file (a FIFO, socket or device): "
+            "write its contents to a file and give that"
+        )
+
+
 def check_readable(path: Path) -> None:
     """Raise InputError unless `path` is an existing, readable regular file."""
     if not path.exists():
         raise InputError(f"{path} does not exist: check the path")
     if path.is_dir():
         raise InputError(f"{path} is a directory, not a file: give the corpus file inside it")
+    check_regular(path)
     try:
         with open(path, "rb"):
             pass
