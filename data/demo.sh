@@ -37,7 +37,9 @@ step "train: attention encoder-decoder, the update budget of $config (safety cap
 $nmt train "$out/data" -o "$out/model" --config $config --max-time "$cap" --force
 
 step "translate: five test sentences (greedy)"
-head -n 5 $demo/test.en | tee /dev/stderr | $nmt translate -m "$out/model" --beam 1
+# (not `tee /dev/stderr`: reopening stderr truncates it when it is a log file)
+head -n 5 $demo/test.en >&2
+head -n 5 $demo/test.en | $nmt translate -m "$out/model" --beam 1
 
 step "eval: the 500 test sentences, beam 5, BLEU by source length"
 $nmt eval -m "$out/model" --src $demo/test.en --ref $demo/test.zh --beam 5 --by-length \
