@@ -358,6 +358,7 @@ def main() -> None:
     report += [_notes(args.out), ""]  # the hand-written reading of the figures is kept
     args.out.parent.mkdir(parents=True, exist_ok=True)
     if args.results:
+        one_pass = [row for row in rows if "--corpus-prior" not in row[0]]
         document = {
             "command": "make align-report",
             "pairs": len(pairs),
@@ -365,6 +366,10 @@ def main() -> None:
             "seconds": {key: round(value, 1) for key, value in seconds.items()},
             "best": _row(best),
             "best_attention": _row(best_attention),
+            "best_one_pass": _row(min(one_pass, key=lambda row: row[2].aer)),
+            "best_one_pass_attention": _row(
+                min((r for r in one_pass if "--weights" not in r[0]), key=lambda r: r[2].aer)
+            ),
             "others": {name: _scores(score) for name, score in others},
             "rows": {f"{flags} | {kind}": _scores(score) for flags, kind, score, _ in rows},
         }

@@ -41,19 +41,29 @@ def entries(root: Path = ROOT) -> list[tuple[str, dict]]:
 
 
 def lookup(document, dotted: str, where: str):
-    """The value at `dotted` ("a.b.3.c") in a JSON document; a missing key fails naming it."""
-    value = document
-    for key in dotted.split("."):
-        if (
-            isinstance(value, list)
-            and key.lstrip("-").isdigit()
-            and -len(value) <= int(key) < len(value)
-        ):
-            value = value[int(key)]
-        elif isinstance(value, dict) and key in value:
-            value = value[key]
-        else:
-            raise LookupError(f"{where}: no {key!r} on the path {dotted!r}")
+    """The value at `dotted` ("a.b.3.c") in a JSON document; a missing key fails naming it.
+
+    A key may itself hold dots ("--threshold 0.3 | source→target"): at each level the
+    longest run of path parts that is a key of the object is taken.
+    """
+    value, parts = document, dotted.split(".")
+    while parts:
+        if isinstance(value, list) and parts[0].lstrip("-").isdigit():
+            index = int(parts[0])
+            if not -len(value) <= index < len(value):
+                raise LookupError(f"{where}: no {parts[0]!r} on the path {dotted!r}")
+            value, parts = value[index], parts[1:]
+            continue
+        if isinstance(value, dict):
+            for n in range(len(parts), 0, -1):
+                key = ".".join(parts[:n])
+                if key in value:
+                    value, parts = value[key], parts[n:]
+                    break
+            else:
+                raise LookupError(f"{where}: no {parts[0]!r} on the path {dotted!r}")
+            continue
+        raise LookupError(f"{where}: no {parts[0]!r} on the path {dotted!r}")
     return value
 
 
@@ -133,6 +143,14 @@ def test_checker_fails_when_the_doc_drifts(repo):
 def test_checker_names_a_missing_results_file(repo):
     with pytest.raises(FileNotFoundError, match="results/gone.json"):
         check(_entry(source="results/gone.json"), "t", repo)
+
+
+def test_keys_with_dots_are_found(repo):
+    rows = {"rows": {"--threshold 0.3 | mean": {"aer": 12.99}, "--threshold 0": {"aer": 1.0}}}
+    assert lookup(rows, "rows.--threshold 0.3 | mean.aer", "t") == 12.99
+    assert lookup(rows, "rows.--threshold 0.aer", "t") == 1.0
+    with pytest.raises(LookupError, match="'5 | mean'"):
+        lookup(rows, "rows.--threshold 0.5 | mean.aer", "t")
 
 
 def test_checker_names_a_missing_key(repo):
