@@ -309,6 +309,7 @@ def main() -> None:
             f"| {name} | {percent(score.aer)} | {percent(score.precision)} | "
             f"{percent(score.recall)} | {score.predicted:,} |"
         )
+    errors = error_split(best[3], gold, pairs)
     report = [
         "# Word alignments from attention and saliency, scored against gold links",
         "",
@@ -328,7 +329,7 @@ def main() -> None:
         "",
         *other_lines,
         "",
-        f"Errors of the best choice: {error_split(best[3], gold, pairs)}",
+        f"Errors of the best choice: {errors}",
         "",
         "## Every extraction choice",
         "",
@@ -365,6 +366,7 @@ def main() -> None:
             "sure_links": sum(len(g.sure) for g in gold),
             "seconds": {key: round(value, 1) for key, value in seconds.items()},
             "best": _row(best),
+            "best_errors": errors,
             "best_attention": _row(best_attention),
             "best_one_pass": _row(min(one_pass, key=lambda row: row[2].aer)),
             "best_one_pass_attention": _row(
