@@ -176,3 +176,28 @@ def test_registries_are_found_in_subfolders_but_not_in_run_outputs(repo):
         (repo / folder / "figures.toml").write_text("")
     found = [path.relative_to(repo).as_posix() for path in registries(repo)]
     assert found == ["bench/figures.toml", "docs/figures.toml"]
+
+
+# The generated tables of docs/alignment.md, row by row ------------------------------------
+
+ALIGNMENT = ROOT / "docs" / "results" / "alignment.json"
+
+
+def test_every_alignment_table_row_matches_the_results_file():
+    """`make align-report` writes the tables and the JSON in one run: every row must agree."""
+    results = json.loads(ALIGNMENT.read_text(encoding="utf-8"))
+    doc = (ROOT / "docs" / "alignment.md").read_text(encoding="utf-8")
+    assert len(results["rows"]) > 100
+    for key, row in results["rows"].items():
+        flags, kind = key.rsplit(" | ", 1)
+        line = (
+            f"| `{flags}` | {kind} | {row['aer']:.2f} | {row['precision']:.2f} | "
+            f"{row['recall']:.2f} | {row['links']:,} |"
+        )
+        assert line in doc, line
+    for name, row in results["others"].items():
+        line = (
+            f"| {name} | {row['aer']:.2f} | {row['precision']:.2f} | {row['recall']:.2f} | "
+            f"{row['links']:,} |"
+        )
+        assert line in doc, line
