@@ -18,8 +18,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
+# The demo trains for a fixed number of updates (data/configs/demo.toml), so every machine gets
+# the same model; it says how long that takes here before it starts. DEMO_RECORD=FILE also
+# writes the summary there: `make demo DEMO_RECORD=docs/results/demo.json` is the published run.
 demo: install
-	bash data/demo.sh $(DEMO_DIR)
+	DEMO_RECORD="$(DEMO_RECORD)" bash data/demo.sh $(DEMO_DIR)
 
 test: install
 	$(PY) -m pytest -q

@@ -185,6 +185,9 @@ def validate(config: Config) -> Config:
 
 
 def load_toml(path: Path) -> dict[str, Any]:
+    from nmt_cli.lines import check_regular
+
+    check_regular(path, "config file ")
     try:
         with open(path, "rb") as handle:
             return tomllib.load(handle)

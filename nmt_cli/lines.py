@@ -42,17 +42,29 @@ def check_on_invalid(on_invalid: str) -> None:
         raise ConfigError(f"--on-invalid must be error or replace, got {on_invalid!r}")
 
 
+def check_regular(path: Path, what: str = "") -> None:
+    """Refuse a FIFO, socket or device: opening a FIFO waits for a writer that may never come."""
+    if path.exists() and not path.is_dir() and not path.is_file():
+        raise InputError(
+            f"{what}{path} is not a regular file (a FIFO, socket or device): "
+            "write its contents to a file and give that"
+        )
+
+
 def check_readable(path: Path) -> None:
     """Raise InputError unless `path` is an existing, readable regular file."""
     if not path.exists():
         raise InputError(f"{path} does not exist: check the path")
     if path.is_dir():
         raise InputError(f"{path} is a directory, not a file: give the text file inside it")
+    check_regular(path)
     try:
         with open(path, "rb"):
             pass
     except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}: check its permissions") from exc
+        raise InputError(
+            f"cannot read {path}: {exc.strerror}: check the path and its permissions"
+        ) from exc
 
 
 def open_binary(path: Path) -> BinaryIO:

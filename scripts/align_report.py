@@ -17,6 +17,7 @@ the same table. Writes a Markdown report.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from dataclasses import replace
@@ -164,6 +165,31 @@ def percent(value: float) -> str:
     return f"{value * 100:.2f}"
 
 
+NOTES_HEADING = "## What the figures show"
+
+
+def _notes(out: Path) -> str:
+    """The hand-written section of an existing report, from its heading to the end."""
+    text = out.read_text(encoding="utf-8") if out.exists() else ""
+    start = text.find(NOTES_HEADING)
+    return text[start:].rstrip() if start >= 0 else NOTES_HEADING + "\n\n(to be written)"
+
+
+def _scores(score) -> dict:
+    """AER, precision and recall in percent as the tables round them, and the link count."""
+    return {
+        "aer": float(percent(score.aer)),
+        "precision": float(percent(score.precision)),
+        "recall": float(percent(score.recall)),
+        "links": score.predicted,
+    }
+
+
+def _row(row) -> dict:
+    flags, kind, score, _ = row
+    return {"flags": flags, "alignment": kind, **_scores(score)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--forward", type=Path, required=True, help="source→target model")
@@ -179,7 +205,9 @@ def main() -> None:
         help="Pharaoh alignments of another aligner to score beside ours",
     )
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "alignment.md")
-    parser.add_argument("--note", type=Path, help="Markdown appended after the tables")
+    parser.add_argument(
+        "--results", type=Path, help="also write every figure as JSON here (docs/figures.toml)"
+    )
     args = parser.parse_args()
 
     pairs = list(zip(read_lines(args.src), read_lines(args.tgt), strict=True))
@@ -281,6 +309,7 @@ def main() -> None:
             f"| {name} | {percent(score.aer)} | {percent(score.precision)} | "
             f"{percent(score.recall)} | {score.predicted:,} |"
         )
+    errors = error_split(best[3], gold, pairs)
     report = [
         "# Word alignments from attention and saliency, scored against gold links",
         "",
@@ -300,7 +329,7 @@ def main() -> None:
         "",
         *other_lines,
         "",
-        f"Errors of the best choice: {error_split(best[3], gold, pairs)}",
+        f"Errors of the best choice: {errors}",
         "",
         "## Every extraction choice",
         "",
@@ -327,9 +356,27 @@ def main() -> None:
         *lines,
         "",
     ]
-    if args.note:
-        report += [args.note.read_text(encoding="utf-8").rstrip(), ""]
+    report += [_notes(args.out), ""]  # the hand-written reading of the figures is kept
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    if args.results:
+        one_pass = [row for row in rows if "--corpus-prior" not in row[0]]
+        document = {
+            "command": "make align-report",
+            "pairs": len(pairs),
+            "sure_links": sum(len(g.sure) for g in gold),
+            "seconds": {key: round(value, 1) for key, value in seconds.items()},
+            "best": _row(best),
+            "best_errors": errors,
+            "best_attention": _row(best_attention),
+            "best_one_pass": _row(min(one_pass, key=lambda row: row[2].aer)),
+            "best_one_pass_attention": _row(
+                min((r for r in one_pass if "--weights" not in r[0]), key=lambda r: r[2].aer)
+            ),
+            "others": {name: _scores(score) for name, score in others},
+            "rows": {f"{flags} | {kind}": _scores(score) for flags, kind, score, _ in rows},
+        }
+        args.results.parent.mkdir(parents=True, exist_ok=True)
+        args.results.write_text(json.dumps(document, ensure_ascii=False, indent=1) + "\n")
     args.out.write_text("\n".join(report), encoding="utf-8")
     print("\n".join(other_lines), file=sys.stderr)
     print(f"wrote {args.out}", file=sys.stderr)

@@ -130,11 +130,59 @@ def test_a_search_without_attention_finds_the_same_hypotheses(toy_model_dir, bea
         assert all(h.attention.size(0) == len(h.tokens) + 1 for h in with_)
 
 
-def test_beam_one_equals_greedy_output(toy_model_dir):
-    text = "apple river stone\ngreen bird\nwater tree night sun light\n"
-    greedy = invoke("translate", "-m", toy_model_dir, "--beam", "1", input=text)
-    beam = invoke("translate", "-m", toy_model_dir, "--beam", "1", "--nbest", "1", input=text)
-    assert greedy.stdout == beam.stdout and greedy.stdout.count("\n") == 3
+def _argmax_one_sentence(translator, line: str) -> list[int]:
+    """Greedy decoding written out for one sentence: no batch, no search module."""
+    import torch
+
+    from nmt_cli.model.seq2seq import BOS_ID, EOS_ID
+
+    ids = translator.src_tokenizer.encode(line)
+    src = torch.tensor([ids])
+    state = translator.model.encode(src, torch.tensor([len(ids)]))
+    limit = int(len(ids) * 2.0 + 10)  # SearchOptions' default max_len_ratio and extra
+    prev, out = torch.tensor([BOS_ID]), []
+    with torch.inference_mode():
+        while True:
+            log_probs, state, _ = translator.model.step_log_probs(prev, state)
+            token = EOS_ID if len(out) >= limit else int(log_probs[0].argmax())
+            if token == EOS_ID:
+                return out
+            out.append(token)
+            prev = torch.tensor([token])
+
+
+def _beam_search_of_one(translator, line: str) -> list[int]:
+    import torch
+
+    from nmt_cli.model.seq2seq import BOS_ID, EOS_ID
+    from nmt_cli.search import beam_search
+
+    ids = translator.src_tokenizer.encode(line)
+    state = translator.model.encode(torch.tensor([ids]), torch.tensor([len(ids)]))
+    limits = torch.tensor([int(len(ids) * 2.0 + 10)])
+    model = translator.model
+    with torch.inference_mode():
+        ((best,),) = beam_search(
+            model.step_log_probs, model.reorder, state, 1, BOS_ID, EOS_ID, limits, beam_size=1
+        )
+    return best.tokens
+
+
+def test_beam_one_is_the_argmax_path_and_equals_a_beam_of_one(toy_model_dir):
+    from nmt_cli.translator import Translator
+
+    lines = ["apple river stone", "green bird", "water tree night sun light"]
+    result = invoke(
+        "translate", "-m", toy_model_dir, "--beam", "1", "--json", input="\n".join(lines) + "\n"
+    )
+    assert result.exit_code == 0, result.stderr
+    translator = Translator.load(toy_model_dir, device="cpu")
+    pieces = [json.loads(record)["pieces"] for record in result.stdout.splitlines()]
+    assert len(pieces) == len(lines)
+    for line, got in zip(lines, pieces, strict=True):
+        argmax = _argmax_one_sentence(translator, line)
+        assert got == [translator.tgt_tokenizer.id_to_piece(t) for t in argmax]
+        assert _beam_search_of_one(translator, line) == argmax
 
 
 def test_early_stop_without_length_penalty_keeps_the_exact_output(toy_model_dir):

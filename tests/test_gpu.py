@@ -28,6 +28,8 @@ def test_train_and_translate_on_cuda(toy_data_dir, tmp_path):
         "30",
         "--valid-every",
         "15",
+        "--log-every",
+        "5",
         "--batch-tokens",
         "400",
         "--lr",
@@ -37,8 +39,9 @@ def test_train_and_translate_on_cuda(toy_data_dir, tmp_path):
     meta = json.loads((model / "meta.json").read_text())
     assert meta["device"].startswith("cuda")
     events = [json.loads(line) for line in (model / "train.jsonl").read_text().splitlines()]
-    losses = [e["loss"] for e in events if e["event"] == "train"]
-    assert losses and all(loss == loss for loss in losses)  # finite under autocast
+    losses = torch.tensor([e["loss"] for e in events if e["event"] == "train"])
+    assert losses.numel() and bool(torch.isfinite(losses).all()), losses  # no NaN or ±inf
+    assert losses[-1] < losses[0]  # and it learns under autocast
     out = invoke(
         "translate",
         "-m",
@@ -52,12 +55,19 @@ def test_train_and_translate_on_cuda(toy_data_dir, tmp_path):
     assert out.exit_code == 0 and out.stdout.count("\n") == 3
 
 
-def test_cuda_and_cpu_greedy_agree_on_a_float32_model(toy_model_dir):
-    text = "apple river stone\ngreen bird sun\n"
-    cpu = invoke("translate", "-m", toy_model_dir, "--device", "cpu", "--beam", "1", input=text)
-    gpu = invoke("translate", "-m", toy_model_dir, "--device", "cuda", "--beam", "1", input=text)
-    assert cpu.exit_code == gpu.exit_code == 0
-    assert cpu.stdout.count("\n") == gpu.stdout.count("\n") == 2
+@pytest.mark.parametrize("beam", ["1", "3"])
+def test_cuda_and_cpu_translations_agree_on_a_float32_model(toy_model_dir, beam):
+    text = "apple river stone\ngreen bird sun\n\nwater tree night sun light\n"
+    args = ("translate", "-m", toy_model_dir, "--beam", beam, "--json")
+    cpu = invoke(*args, "--device", "cpu", input=text)
+    gpu = invoke(*args, "--device", "cuda", input=text)
+    assert cpu.exit_code == gpu.exit_code == 0, cpu.stderr + gpu.stderr
+    cpu_records = [json.loads(line) for line in cpu.stdout.splitlines()]
+    gpu_records = [json.loads(line) for line in gpu.stdout.splitlines()]
+    assert len(cpu_records) == len(gpu_records) == 4
+    for on_cpu, on_gpu in zip(cpu_records, gpu_records, strict=True):
+        assert on_gpu["translation"] == on_cpu["translation"]
+        assert on_gpu["score"] == pytest.approx(on_cpu["score"], abs=1e-3)
 
 
 def test_saliency_on_cuda_matches_the_cpu(toy_model_dir):

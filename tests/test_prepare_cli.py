@@ -418,9 +418,15 @@ def test_multi30k_gzip_sample(tmp_path):
         *("--vocab-size", 1000, "-o", out),
     )
     assert result.exit_code == 0, result.output
-    counts = load_data_dir(out).manifest["counts"]["train"]
-    assert counts["read"] == 1014
-    assert counts["kept"] + counts["empty"] + counts["too_long"] + counts["ratio"] <= 1014
+    data = load_data_dir(out)
+    counts = data.manifest["counts"]["train"]
+    assert counts["read"] == 1014 and counts["held_out"] == 50
+    dropped = sum(counts[reason] for reason in ("empty", "too_long", "ratio", "duplicate"))
+    assert counts["kept"] + dropped == 1014  # every line read is kept or dropped for a reason
+    for split, lines in (("train", counts["kept"] - 50), ("dev", 50)):  # dev held out of kept
+        for side in ("src", "tgt"):
+            assert len(data.text(split, side).read_text(encoding="utf-8").splitlines()) == lines
+            assert len(data.ids(split, side)) == lines
 
 
 def test_same_input_gives_the_same_fingerprint(corpus, tmp_path):

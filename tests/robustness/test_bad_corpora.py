@@ -236,8 +236,14 @@ def test_prepare_drops_a_100k_character_line_as_too_long(tmp_path):
     out = tmp_path / "out"
     _ok(invoke("prepare", "--src", s, "--tgt", t, "--vocab-size", "60", "-o", out))
     counts = json.loads((out / "prepare.json").read_text())["counts"]["train"]
-    assert counts["read"] == 202 and counts["too_long"] + counts["ratio"] >= 1
-    assert max(len(line) for line in (out / "train.src").read_text().splitlines()) <= 100_000
+    # --max-len counts words: the 20,000-word pair goes, the one-word pair stays (the trainer's
+    # --max-len, in pieces, skips it later).
+    assert counts["read"] == 202 and counts["too_long"] == 1 and counts["ratio"] == 0
+    dropped = counts["too_long"] + counts["duplicate"] + counts["empty"]
+    assert counts["kept"] == 202 - dropped
+    kept = (out / "train.src").read_text().splitlines()
+    assert len(kept) == counts["kept"] and LONG_WORDS not in kept and LONG_TOKEN in kept
+    assert max(len(line.split()) for line in kept) <= 8  # the toy corpus's longest line
 
 
 @pytest.mark.parametrize("long_line", [LONG_WORDS, LONG_TOKEN], ids=["words", "one-token"])
@@ -312,10 +318,16 @@ def test_align_stream_keeps_a_blank_source_line_as_an_empty_line(toy_model_dir):
     assert len(out) == 4 and out[1] == ""
 
 
-def test_eval_scores_whitespace_only_lines(tmp_path):
-    hyp = _write(tmp_path / "h", ["a b c", "   "])
-    ref = _write(tmp_path / "r", ["a b c", "d e"])
-    _ok(invoke("eval", "--hyp", hyp, "--ref", ref, "--metrics", "bleu"))
+def test_eval_scores_a_whitespace_only_line_as_an_empty_translation(tmp_path):
+    import sacrebleu
+
+    hyp = _write(tmp_path / "h", ["a b c d", "   "])
+    ref = _write(tmp_path / "r", ["a b c d", "e f g h"])
+    result = _ok(invoke("eval", "--hyp", hyp, "--ref", ref, "--metrics", "bleu", "--json"))
+    score = json.loads(result.stdout)["metrics"][0]["score"]
+    # Two sentences, the second empty: not the 100 of scoring "a b c d" alone, nor a shifted pair.
+    expected = sacrebleu.corpus_bleu(["a b c d", ""], [["a b c d", "e f g h"]]).score
+    assert score == pytest.approx(expected) and 0 < score < 100
 
 
 # -- TSV with the wrong number of columns, truncated gzip ----------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -68,7 +69,7 @@ def files(tmp_path, toy_data_dir, toy_model_dir) -> dict[str, Path]:
     }
 
 
-def _bad_path(tmp_path: Path, kind: str) -> Path:
+def _bad_path(tmp_path: Path, kind: str, monkeypatch) -> Path:
     bad = tmp_path / "bad" / f"{kind}.txt"
     bad.parent.mkdir()
     if kind == "empty":
@@ -78,20 +79,72 @@ def _bad_path(tmp_path: Path, kind: str) -> Path:
         (bad / "inside.txt").write_text("apple\n")
     elif kind == "unreadable":
         if os.geteuid() == 0:
-            pytest.skip("root reads files whatever their mode")
+            pytest.skip("root reads files whatever their mode (the other kinds run as root)")
         bad.write_text(GOOD_SRC)
         bad.chmod(0)
+    elif kind == "fifo":
+        os.mkfifo(bad)  # no writer: opening it to read would wait for ever
+        _unblock_if_opened(bad)
+    elif kind == "removed":
+        bad.write_text(GOOD_SRC)
+        _remove_after_the_check(bad, monkeypatch)
     return bad
+
+
+def _unblock_if_opened(fifo: Path) -> None:
+    """If a command opens the FIFO anyway, a writer connects every 3 s and leaves at once, so
+    the test fails on what the command then does instead of hanging the suite."""
+    stop = threading.Event()
+
+    def writer():
+        while not stop.wait(3):
+            with open(fifo, "wb"):  # waits for a reader
+                pass
+
+    threading.Thread(target=writer, daemon=True).start()
+    _FIFO_WRITERS.append((stop, fifo))
+
+
+_FIFO_WRITERS: list[tuple[threading.Event, Path]] = []
+
+
+@pytest.fixture(autouse=True)
+def _release_fifo_writers():
+    yield
+    while _FIFO_WRITERS:
+        stop, fifo = _FIFO_WRITERS.pop()
+        stop.set()
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # frees a writer waiting in open
+
+
+def _remove_after_the_check(path: Path, monkeypatch) -> None:
+    """The file exists when a command checks it and is gone when it opens it (a race)."""
+    real_is_dir = Path.is_dir
+
+    def is_dir(self, *args, **kwargs):
+        answer = real_is_dir(self, *args, **kwargs)
+        if self == path and path.exists():
+            path.unlink()
+        return answer
+
+    monkeypatch.setattr(Path, "is_dir", is_dir)
 
 
 def _argv(template: list[str], files: dict[str, Path], bad: Path) -> list:
     return [bad if arg == "BAD" else files.get(arg, arg) for arg in template]
 
 
-@pytest.mark.parametrize("kind", ["missing", "empty", "directory", "unreadable"])
+# Commands that open a file without checking it first: for them "removed after the check" is
+# the same case as "missing".
+NO_SEPARATE_CHECK = {"train --config", "align --gold"}
+
+
+@pytest.mark.parametrize("kind", ["missing", "empty", "directory", "unreadable", "fifo", "removed"])
 @pytest.mark.parametrize(("case", "template"), FILE_SLOTS, ids=[c for c, _ in FILE_SLOTS])
-def test_bad_file_is_refused_with_one_line(case, template, kind, files, tmp_path):
-    bad = _bad_path(tmp_path, kind)
+def test_bad_file_is_refused_with_one_line(case, template, kind, files, tmp_path, monkeypatch):
+    if kind == "removed" and case in NO_SEPARATE_CHECK:
+        pytest.skip("opened without a separate check: the 'missing' case covers it")
+    bad = _bad_path(tmp_path, kind, monkeypatch)
     if kind == "empty" and case in EMPTY_IS_FINE:
         if case == "train --config":
             pytest.skip("an empty config is all defaults: nothing to refuse")
@@ -100,7 +153,9 @@ def test_bad_file_is_refused_with_one_line(case, template, kind, files, tmp_path
         assert result.exit_code == 0 and result.stdout == ""
         return
     result = invoke(*_argv(template, files, bad))
-    assert_refused(result, 2, bad)
+    message = assert_refused(result, 2, bad)
+    if kind == "fifo":
+        assert "not a regular file" in message  # refused before opening, not read as empty
     assert result.stdout == ""  # nothing printed before the refusal
     assert not files["OUT"].exists()
     assert_no_leftovers(tmp_path)
