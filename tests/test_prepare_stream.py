@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_runner import invoke
 
 import nmt_cli.data.prepare as prepare_module
 from nmt_cli.data import sample as sample_module
@@ -27,7 +28,6 @@ from nmt_cli.data.ids import TokenIdsWriter, ids_paths, write_token_ids
 from nmt_cli.data.prepare import PrepareOptions, prepare
 from nmt_cli.data.sample import item_keys, smallest_keys
 from nmt_cli.errors import InputError
-from tests.cli_runner import invoke
 
 WORDS = "der die ein Hund Katze Mann Frau sieht läuft auf unter Tisch Haus rot groß".split()
 
