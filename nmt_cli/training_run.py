@@ -96,24 +96,18 @@ def run_training(
 def _train_ranked(data, output: Path, config: Config, ranks, resume: bool, force: bool, on_event):
     from nmt_cli.distributed import barrier
     from nmt_cli.lock import directory_lock
-    from nmt_cli.shortlist import SHORTLIST_FILE, write_shortlist
-    from nmt_cli.trainer import Trainer, copy_tokenizers
+    from nmt_cli.shortlist import write_shortlist
+    from nmt_cli.trainer import Trainer
 
     barrier(ranks)
     lock = directory_lock(output) if ranks.main else contextlib.nullcontext()
     with lock, _StopOnSignal() as stop:
         if force and not resume and ranks.main:
-            for name in (
-                checkpoint.MODEL_FILE,
-                checkpoint.LAST_FILE,
-                checkpoint.META_FILE,
-                "train.jsonl",
-            ):
-                (output / name).unlink(missing_ok=True)
+            checkpoint.remove_training_files(output)
         trainer = Trainer(config, data, output, on_event=on_event, stop=stop, ranks=ranks)
         if ranks.main:
             checkpoint.write_json(output / checkpoint.CONFIG_FILE, config.to_dict())
-            copy_tokenizers(data, output)
+            checkpoint.copy_tokenizers(data.src_spm, data.tgt_spm, output)
             on_event(
                 {
                     "event": "config",
@@ -126,7 +120,7 @@ def _train_ranked(data, output: Path, config: Config, ranks, resume: bool, force
             )
         if resume:
             trainer.resume()  # refuses other data before anything more is written
-        shortlist = output / SHORTLIST_FILE
+        shortlist = output / checkpoint.SHORTLIST_FILE
         if ranks.main and not (resume and shortlist.exists()):
             write_shortlist(data, output)
         return trainer.train()

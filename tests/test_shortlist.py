@@ -137,7 +137,7 @@ def test_a_sentence_is_translated_over_its_own_shortlist_whatever_its_batch(toy_
 
 @pytest.mark.parametrize(("beam", "nbest"), [(1, 1), (3, 3)])
 def test_each_sentence_keeps_to_its_own_small_shortlist_in_any_batch(toy_model_dir, beam, nbest):
-    from nmt_cli.translator import decode_ids
+    from nmt_cli.decoding import decode_ids
 
     translator = Translator.load(toy_model_dir)
     src_vocab = translator.model.config.src_vocab_size
@@ -177,11 +177,15 @@ def test_a_shortlist_that_does_not_fit_the_model_is_refused(toy_model_dir, tmp_p
         assert "Traceback" not in result.output
 
 
+def _output_rows(generator, ids):
+    from nmt_cli.model.seq2seq import OutputLayer
+
+    return OutputLayer.of(generator).rows(ids)
+
+
 @pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
 def test_a_per_channel_int8_layer_keeps_its_int8_values():
     from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
-
-    from nmt_cli.model.seq2seq import _output_rows
 
     torch.manual_seed(0)
     layer = torch.nn.Sequential(torch.nn.Linear(16, 40))
@@ -193,8 +197,6 @@ def test_a_per_channel_int8_layer_keeps_its_int8_values():
 
 
 def test_rows_of_the_output_layer_match_the_whole_layer_float_and_int8(toy_model_dir):
-    from nmt_cli.model.seq2seq import _output_rows
-
     float_model = Translator.load(toy_model_dir).model
     int8_model = Translator.load(toy_model_dir, quantize=True).model
     ids = torch.tensor([0, 3, 5, 7, 11])
