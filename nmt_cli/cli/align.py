@@ -7,6 +7,13 @@ from pathlib import Path
 import typer
 
 from nmt_cli.cli.boundary import command_boundary
+from nmt_cli.cli.options import (
+    beam_option,
+    check_device_options,
+    device_option,
+    model_option,
+    threads_option,
+)
 
 _EXTRACT = "Extraction"
 _OUTPUT = "Output"
@@ -14,7 +21,7 @@ _OUTPUT = "Output"
 
 @command_boundary
 def align(
-    model: Path = typer.Option(..., "-m", "--model", help="Model directory (source → target)."),
+    model: Path = model_option(help="Model directory (source → target) written by `nmt train`."),
     src: Path | None = typer.Option(None, "--src", help="Source sentences (with --tgt)."),
     tgt: Path | None = typer.Option(None, "--tgt", help="Target sentences (with --src)."),
     tsv: Path | None = typer.Option(None, "--tsv", help="source<TAB>target lines."),
@@ -93,16 +100,15 @@ def align(
         help="Draw the first pair's heatmap to this PNG (matplotlib).",
         rich_help_panel=_OUTPUT,
     ),
-    beam: int = typer.Option(5, help="Beam size when translating source-only input."),
-    device: str = typer.Option("auto", help="auto, cpu or cuda."),
-    threads: int = typer.Option(0, help="CPU threads (0: torch default)."),
+    beam: int = beam_option(help="Beam size when translating source-only input (1 = greedy)."),
+    device: str = device_option(),
+    threads: int = threads_option(),
 ) -> None:
     """Word alignments from attention (or saliency): heatmaps, Pharaoh links, AER against gold."""
     import sys
 
     from nmt_cli.aligner import AlignOptions
     from nmt_cli.cli.align_output import AlignOutput
-    from nmt_cli.cli.options import check_device, check_threads
     from nmt_cli.errors import ConfigError
     from nmt_cli.translator import SearchOptions, Translator
 
@@ -121,8 +127,7 @@ def align(
     )
     _check_options(options)
     search = SearchOptions(beam_size=beam).check()
-    check_device(device)
-    check_threads(threads)
+    check_device_options(device, threads)
     if png is not None:
         _check_png(png)
     pair_files = _checked_pair_files(src, tgt, tsv, input)

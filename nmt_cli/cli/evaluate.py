@@ -11,6 +11,7 @@ from pathlib import Path
 import typer
 
 from nmt_cli.cli.boundary import command_boundary
+from nmt_cli.cli.options import batch_size_option, beam_option, model_option
 
 
 @command_boundary
@@ -33,12 +34,8 @@ def evaluate(
         metavar="FILE",
         help="Source sentences: what -m translates and --by-length measures.",
     ),
-    model: Path | None = typer.Option(
-        None,
-        "-m",
-        "--model",
-        metavar="MODEL_DIR",
-        help="Translate --src with this model directory, then score.",
+    model: Path | None = model_option(
+        None, help="Translate --src with this model directory (from `nmt train`), then score."
     ),
     metrics: str = typer.Option(
         "bleu,chrf,ter", "--metrics", help="Comma-separated: bleu, chrf, chrf++, ter."
@@ -70,8 +67,8 @@ def evaluate(
         metavar="FILE",
         help="With -m: also write the translations to this file.",
     ),
-    beam: int = typer.Option(5, "--beam", help="With -m: beam size (1 = greedy)."),
-    batch_size: int = typer.Option(64, "--batch-size", help="With -m: sentences per batch."),
+    beam: int = beam_option(help="With -m: beam size (1 = greedy)."),
+    batch_size: int = batch_size_option(help="With -m: sentences per batch."),
 ) -> None:
     """Score translations with sacreBLEU, by source length, or against a second system."""
     from nmt_cli.evaluate import evaluate_corpus
@@ -88,7 +85,11 @@ def evaluate(
     texts = _read_inputs(hyp, refs_paths, src, compare)
     hyps, name_a = texts["hyp"], str(hyp)
     if model is not None:
-        hyps = _translate(model, texts["src"], beam, batch_size, save_hyp)
+        from nmt_cli.translator import SearchOptions, Translator
+
+        search = SearchOptions(beam_size=beam, batch_size=batch_size).check()
+        translator = Translator.load(model, device="auto")
+        hyps = _translate(translator, texts["src"], search, save_hyp)
         name_a = str(save_hyp or f"{model} on {src}")
     sources = texts["src"] if with_length else None
     report = evaluate_corpus(hyps, texts["refs"], metric_names, sources, bounds, texts["compare"])
@@ -166,17 +167,12 @@ def _read_inputs(
     return texts
 
 
-def _translate(
-    model: Path, sources: list[str], beam: int, batch_size: int, save_hyp: Path | None
-) -> list[str]:
+def _translate(translator, sources: list[str], options, save_hyp: Path | None) -> list[str]:
     """Translate the source lines with the model, showing progress on stderr."""
     from rich.progress import track
 
     from nmt_cli.cli.boundary import stderr_console, warn
-    from nmt_cli.translator import SearchOptions, Translator
 
-    options = SearchOptions(beam_size=beam, batch_size=batch_size).check()
-    translator = Translator.load(model, device="auto")
     console = stderr_console()
     stream = translator.translate_lines(sources, options)
     progress = track(

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from nmt_cli.cli.boundary import command_boundary
+from nmt_cli.cli.options import device_option, threads_option
 
 _MODEL = "Model"
 _TRAIN = "Training"
@@ -80,10 +81,8 @@ def train(
         None, help="Early stopping after N validations without gain.", rich_help_panel=_TRAIN
     ),
     seed: int | None = typer.Option(None, help="Random seed.", rich_help_panel=_TRAIN),
-    device: str | None = typer.Option(None, help="auto, cpu or cuda.", rich_help_panel=_TRAIN),
-    threads: int | None = typer.Option(
-        None, help="CPU threads (0: all cores).", rich_help_panel=_TRAIN
-    ),
+    device: str | None = device_option(None, _TRAIN),
+    threads: int | None = threads_option(None, _TRAIN),
 ) -> None:
     """Train the encoder–decoder with attention on a prepared data directory."""
     if nproc > 1:

@@ -7,6 +7,14 @@ from pathlib import Path
 import typer
 
 from nmt_cli.cli.boundary import command_boundary
+from nmt_cli.cli.options import (
+    batch_size_option,
+    beam_option,
+    check_device_options,
+    device_option,
+    model_option,
+    threads_option,
+)
 
 _SEARCH = "Search"
 _OUTPUT = "Output"
@@ -14,16 +22,12 @@ _OUTPUT = "Output"
 
 @command_boundary
 def translate(
-    model: Path = typer.Option(
-        ..., "-m", "--model", help="Model directory written by `nmt train`."
-    ),
+    model: Path = model_option(),
     input: Path | None = typer.Option(
         None, "--input", "-i", help="Input file (plain or .gz); default stdin."
     ),
-    beam: int = typer.Option(
-        5, "--beam", "-b", help="Beam size (1 = greedy).", rich_help_panel=_SEARCH
-    ),
-    batch_size: int = typer.Option(64, help="Sentences per batch.", rich_help_panel=_SEARCH),
+    beam: int = beam_option(_SEARCH),
+    batch_size: int = batch_size_option(_SEARCH),
     nbest: int = typer.Option(
         1, help="Print the N best translations (Moses n-best format).", rich_help_panel=_SEARCH
     ),
@@ -72,18 +76,15 @@ def translate(
         "lexical shortlist `nmt train` writes): faster on CPU; output may differ slightly, and "
         "scores are normalised over the shortlist.",
     ),
-    threads: int = typer.Option(0, help="CPU threads (0: torch default)."),
-    device: str = typer.Option("auto", help="auto, cpu or cuda."),
+    threads: int = threads_option(),
+    device: str = device_option(),
 ) -> None:
     """Translate text from stdin (or --input) to stdout, greedy or beam search."""
     import sys
 
-    from nmt_cli.cli.options import check_device, check_finite, check_threads
     from nmt_cli.lines import UntilError, check_on_invalid, iter_lines, open_input
     from nmt_cli.translator import SearchOptions, Translator
 
-    check_finite("--length-penalty", length_penalty)
-    check_finite("--max-len-ratio", max_len_ratio)
     options = SearchOptions(
         beam_size=beam,
         nbest=nbest,
@@ -93,8 +94,7 @@ def translate(
         early_stop=early_stop,
     ).check()
     check_on_invalid(on_invalid)
-    check_device(device)
-    check_threads(threads)
+    check_device_options(device, threads)
     translator = Translator.load(
         model, device=device, quantize=quantize, threads=threads, shortlist=shortlist
     )
