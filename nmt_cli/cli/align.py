@@ -146,7 +146,7 @@ def align(
 
 def _check_png(png: Path) -> None:
     from nmt_cli.errors import InputError
-    from nmt_cli.render.scores import check_plot_path
+    from nmt_cli.render.plot import check_plot_path
 
     if not png.parent.is_dir():
         raise InputError(

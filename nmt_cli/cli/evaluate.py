@@ -79,7 +79,7 @@ def evaluate(
     _check_model_options(model, save_hyp)
     metric_names, bounds = _parse_metrics(metrics), _parse_buckets(buckets)
     if plot is not None:
-        from nmt_cli.render.scores import check_plot_path
+        from nmt_cli.render.plot import check_plot_path
 
         check_plot_path(plot)
     texts = _read_inputs(hyp, refs_paths, src, compare)
@@ -207,7 +207,9 @@ def _show(report, files: dict, json_output: bool, plot: Path | None) -> None:
     if report.comparison is not None:
         console.print(render.comparison_table(report.comparison, files["hyp"], files["compare"]))
     if plot is not None:
-        render.save_length_plot(report.by_length, report.length_unit, plot)
+        from nmt_cli.render.plot import save_length_plot
+
+        save_length_plot(report.by_length, report.length_unit, plot)
         console.print(f"wrote {plot}", markup=False)
     if json_output:
         typer.echo(render.report_json(report, files))

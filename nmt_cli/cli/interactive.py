@@ -7,7 +7,7 @@ from nmt_cli.cli.boundary import stderr_console
 
 def prompt_loop(translator, options) -> None:
     """Translate each typed line; show where the model looked under it. Ctrl-D or Ctrl-C ends."""
-    from nmt_cli.alignment import merge_to_words
+    from nmt_cli.aligner import translation_words
     from nmt_cli.render.heatmap import render_links
 
     console = stderr_console()
@@ -22,6 +22,6 @@ def prompt_loop(translator, options) -> None:
             continue
         result = translator.translate_chunk([line], options, with_attention=True)[0]
         console.print(f"[bold green]{result.text}[/]", markup=True, highlight=False)
-        if result.attention is not None and result.pieces:
-            words = merge_to_words(result.attention, result.src_pieces, result.pieces)
+        words = translation_words(result)
+        if words is not None:
             console.print(render_links(words.weights, words.src_words, words.tgt_words, top_k=2))
