@@ -302,3 +302,18 @@ def remove_training_files(model_dir: Path) -> None:
     """Delete a previous run's weights, checkpoint, metadata and log (`train --force`)."""
     for name in (MODEL_FILE, LAST_FILE, META_FILE, LOG_FILE):
         (model_dir / name).unlink(missing_ok=True)
+
+
+def check_trained_on(model_dir: Path, fingerprint: str, data: Path) -> None:
+    """Refuse a data directory other than the one the model was trained on (by fingerprint)."""
+    if not model_dir.is_dir():
+        raise ArtifactError(f"{model_dir} is not a directory: give the model directory")
+    meta = model_dir / META_FILE
+    if not meta.exists():
+        return  # no record to compare with: the vocabulary check at load time still applies
+    trained_on = read_json(meta).get("data_fingerprint")
+    if trained_on and trained_on != fingerprint:
+        raise ArtifactError(
+            f"{model_dir} was trained on other data than {data} (fingerprints differ); "
+            "give the data directory it was trained on"
+        )

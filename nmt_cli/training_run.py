@@ -96,7 +96,7 @@ def run_training(
 def _train_ranked(data, output: Path, config: Config, ranks, resume: bool, force: bool, on_event):
     from nmt_cli.distributed import barrier
     from nmt_cli.lock import directory_lock
-    from nmt_cli.shortlist import write_shortlist
+    from nmt_cli.shortlist import shortlist_of
     from nmt_cli.trainer import Trainer
 
     barrier(ranks)
@@ -122,5 +122,17 @@ def _train_ranked(data, output: Path, config: Config, ranks, resume: bool, force
             trainer.resume()  # refuses other data before anything more is written
         shortlist = output / checkpoint.SHORTLIST_FILE
         if ranks.main and not (resume and shortlist.exists()):
-            write_shortlist(data, output)
+            shortlist_of(data).save(shortlist)
         return trainer.train()
+
+
+def write_shortlist(data_dir: Path, model_dir: Path) -> Path:
+    """(Re)write the lexical shortlist of a model from the data directory it was trained on."""
+    from nmt_cli.data.datadir import load_data_dir
+    from nmt_cli.shortlist import shortlist_of
+
+    data = load_data_dir(data_dir)
+    checkpoint.check_trained_on(model_dir, data.fingerprint, data.path)
+    path = model_dir / checkpoint.SHORTLIST_FILE
+    shortlist_of(data).save(path)
+    return path

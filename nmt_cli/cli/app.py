@@ -10,7 +10,7 @@ import typer
 import typer.core
 
 from nmt_cli import __version__
-from nmt_cli.cli import align, evaluate, prepare, train, translate
+from nmt_cli.cli import align, evaluate, prepare, shortlist, train, translate
 
 
 class _HelpAsWritten:
@@ -70,6 +70,7 @@ app.command("train", cls=_Command)(train.train)
 app.command("translate", cls=_Command)(translate.translate)
 app.command("eval", cls=_Command)(evaluate.evaluate)
 app.command("align", cls=_Command)(align.align)
+app.command("shortlist", cls=_Command)(shortlist.shortlist)
 
 
 def main() -> None:
