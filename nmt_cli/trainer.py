@@ -1,7 +1,7 @@
 """The training loop: token batches, Adam with warm-up and decay, validation, checkpoints.
 
-The trainer prints nothing. It reports through `on_event(dict)`, which the CLI turns into a
-live display, and appends every report to `train.jsonl` in the model directory. What it calls
+The trainer prints nothing. It reports through `on_event(progress.Event)`, which the CLI turns
+into a live display, and appends every report to `train.jsonl` in the model directory. What it calls
 lives beside it: the loss in `loss`, validation in `validation`, the files in `checkpoint`.
 """
 
@@ -11,7 +11,6 @@ import json
 import math
 import threading
 import time
-from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -29,9 +28,9 @@ from nmt_cli.distributed import Ranks, barrier, broadcast, shard, sum_values
 from nmt_cli.errors import Interrupted, NmtError
 from nmt_cli.loss import Objective
 from nmt_cli.model.seq2seq import Seq2Seq
+from nmt_cli.progress import Event, OnEvent, ignore
 from nmt_cli.validation import DevScores, Validator
 
-Event = dict[str, Any]
 MAX_BAD_LOSSES = 5  # consecutive non-finite losses before training stops
 
 
@@ -65,7 +64,7 @@ class Trainer:
         config: Config,
         data: DataDir,
         model_dir: Path,
-        on_event: Callable[[Event], None] = lambda event: None,
+        on_event: OnEvent = ignore,
         stop: threading.Event | None = None,
         ranks: Ranks | None = None,
     ):
@@ -176,13 +175,8 @@ class Trainer:
         self._bad_losses += 1
         self.optimizer.zero_grad(set_to_none=True)
         step = self.progress.step + 1
-        self._emit(
-            {
-                "event": "warning",
-                "step": step,
-                "message": f"non-finite loss at step {step}: update skipped",
-            }
-        )
+        message = f"non-finite loss at step {step}: update skipped"
+        self._emit(Event("warning", {"step": step, "message": message}))
         if self._bad_losses >= MAX_BAD_LOSSES:
             raise NmtError(
                 f"the loss was not finite {MAX_BAD_LOSSES} times in a row (step {step}); the "
@@ -199,9 +193,7 @@ class Trainer:
         stopped = False
         while not stopped and not self._finished_epochs():
             batches = self.epoch_batches(self.progress.epoch)
-            self._emit(
-                {"event": "epoch", "epoch": self.progress.epoch + 1, "batches": len(batches)}
-            )
+            self._emit(Event("epoch", {"epoch": self.progress.epoch + 1, "batches": len(batches)}))
             for index, batch in iterate_batches(
                 self.train_src, self.train_tgt, batches, self.progress.batch_index
             ):
@@ -233,7 +225,7 @@ class Trainer:
             self._validate_and_save()
         self.progress.train_seconds = clock.total()
         self._save_last()
-        self._emit({"event": "done", **asdict(self.progress)})
+        self._emit(Event("done", asdict(self.progress)))
         return self.progress
 
     def _has_best(self) -> bool:
@@ -273,19 +265,21 @@ class Trainer:
     def _report(self, window: _Window, lr: float, n_batches: int, clock: _Clock) -> None:
         steps_per_s = window.steps / window.seconds()
         self._emit(
-            {
-                "event": "train",
-                "step": self.progress.step,
-                "epoch": self.progress.epoch + 1,
-                "batch": self.progress.batch_index,
-                "batches": n_batches,
-                "loss": round(window.mean_loss(), 4),
-                "lr": lr,
-                "tokens_per_s": round(window.tokens / window.seconds(), 1),
-                "elapsed": round(self.progress.train_seconds, 1),
-                "remaining": self._remaining(clock.run(), steps_per_s, n_batches),
-                "world_size": self.ranks.world,
-            }
+            Event(
+                "train",
+                {
+                    "step": self.progress.step,
+                    "epoch": self.progress.epoch + 1,
+                    "batch": self.progress.batch_index,
+                    "batches": n_batches,
+                    "loss": round(window.mean_loss(), 4),
+                    "lr": lr,
+                    "tokens_per_s": round(window.tokens / window.seconds(), 1),
+                    "elapsed": round(self.progress.train_seconds, 1),
+                    "remaining": self._remaining(clock.run(), steps_per_s, n_batches),
+                    "world_size": self.ranks.world,
+                },
+            )
         )
         window.restart()
 
@@ -327,16 +321,18 @@ class Trainer:
 
     def _valid_event(self, scores: DevScores, improved: bool) -> Event:
         p = self.progress
-        return {
-            "event": "valid",
-            "step": p.step,
-            "epoch": p.epoch + (0 if p.batch_index == 0 else 1),
-            **scores.fields(),
-            "best_bleu": round(p.best_bleu, 2),
-            "best_step": p.best_step,
-            "improved": improved,
-            "seconds": scores.seconds,
-        }
+        return Event(
+            "valid",
+            {
+                "step": p.step,
+                "epoch": p.epoch + (0 if p.batch_index == 0 else 1),
+                **scores.fields(),
+                "best_bleu": round(p.best_bleu, 2),
+                "best_step": p.best_step,
+                "improved": improved,
+                "seconds": scores.seconds,
+            },
+        )
 
     def _weights(self) -> dict[str, torch.Tensor]:
         return {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
@@ -405,15 +401,15 @@ class Trainer:
             torch.manual_seed(self.config.train.seed + 7919 * self.ranks.rank + self.progress.step)
         if self.scaler is not None and payload.get("scaler"):
             self.scaler.load_state_dict(payload["scaler"])
-        self._emit({"event": "resumed", **asdict(self.progress)})
+        self._emit(Event("resumed", asdict(self.progress)))
         return self.progress
 
     def _emit(self, event: Event) -> None:
         if not self.ranks.main:
             return
-        event = {"time": round(time.time(), 3), **event}
+        record = {"time": round(time.time(), 3), **event.record()}
         with open(self.model_dir / checkpoint.LOG_FILE, "a", encoding="utf-8") as log:
-            log.write(json.dumps(event) + "\n")
+            log.write(json.dumps(record) + "\n")
         self.on_event(event)
 
 

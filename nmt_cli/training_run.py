@@ -5,13 +5,13 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from nmt_cli import checkpoint
 from nmt_cli.config import Config, resolve
 from nmt_cli.errors import NmtError
+from nmt_cli.progress import Event, OnEvent, ignore
 
 
 def _with_vocab(config: Config, src_vocab: int, tgt_vocab: int) -> Config:
@@ -69,7 +69,7 @@ def run_training(
     overrides: dict[str, dict[str, Any]],
     resume: bool = False,
     force: bool = False,
-    on_event: Callable[[dict], None] = lambda e: None,
+    on_event: OnEvent = ignore,
 ):
     """Train a model into `output`; returns the final Progress."""
     from nmt_cli.data.datadir import load_data_dir
@@ -109,14 +109,16 @@ def _train_ranked(data, output: Path, config: Config, ranks, resume: bool, force
             checkpoint.write_json(output / checkpoint.CONFIG_FILE, config.to_dict())
             checkpoint.copy_tokenizers(data.src_spm, data.tgt_spm, output)
             on_event(
-                {
-                    "event": "config",
-                    "config": config.to_dict(),
-                    "device": str(trainer.device),
-                    "parameters": sum(p.numel() for p in trainer.model.parameters()),
-                    "train_pairs": len(trainer.train_rows),
-                    "output": str(output),
-                }
+                Event(
+                    "config",
+                    {
+                        "config": config.to_dict(),
+                        "device": str(trainer.device),
+                        "parameters": sum(p.numel() for p in trainer.model.parameters()),
+                        "train_pairs": len(trainer.train_rows),
+                        "output": str(output),
+                    },
+                )
             )
         if resume:
             trainer.resume()  # refuses other data before anything more is written

@@ -169,21 +169,15 @@ def _read_inputs(
 
 def _translate(translator, sources: list[str], options, save_hyp: Path | None) -> list[str]:
     """Translate the source lines with the model, showing progress on stderr."""
-    from rich.progress import track
-
     from nmt_cli.cli.boundary import stderr_console, warn
+    from nmt_cli.progress import count
+    from nmt_cli.render.progress import count_display
 
-    console = stderr_console()
-    stream = translator.translate_lines(sources, options)
-    progress = track(
-        stream,
-        "translating",
-        total=len(sources),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
-    )
-    translations = list(progress)
+    translations = []
+    with count_display(stderr_console()) as show:
+        for translation in translator.translate_lines(sources, options):
+            translations.append(translation)
+            show(count("translating", len(translations), len(sources)))
     cut = sum(1 for t in translations if getattr(t, "truncated", False))
     if cut:
         warn(f"{cut:,} source lines were longer than the model's limit and were cut")

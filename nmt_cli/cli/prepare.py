@@ -84,7 +84,9 @@ def prepare(
     from nmt_cli.data.corpus import source_from_flags
     from nmt_cli.data.prepare import PrepareOptions
     from nmt_cli.data.prepare import prepare as run_prepare
-    from nmt_cli.render.prepare_report import prepare_progress, render_prepare_report
+    from nmt_cli.progress import count
+    from nmt_cli.render.prepare_report import render_prepare_report
+    from nmt_cli.render.progress import count_display
 
     options = PrepareOptions(
         train=source_from_flags("-", src, tgt, tsv, required=True),
@@ -104,8 +106,8 @@ def prepare(
         force=force,
     )
     console = stderr_console()
-    with prepare_progress(console) as progress:
-        report = run_prepare(options, progress)
+    with count_display(console) as show:
+        report = run_prepare(options, lambda step, done, total: show(count(step, done, total)))
     render_prepare_report(report, console)
     for message in report.warnings:
         warn(message)

@@ -1,44 +1,13 @@
-"""What `nmt prepare` shows people on stderr: live progress and the summary table."""
+"""What `nmt prepare` shows people on stderr: the summary table (progress: render/progress.py)."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from nmt_cli.data.prepare import PrepareReport, ProgressCallback
-
-
-@contextlib.contextmanager
-def prepare_progress(console: Console) -> Iterator[ProgressCallback]:
-    """Yield a progress callback that draws one bar per step, on a terminal only."""
-    if not console.is_terminal:
-        yield lambda step, done, total: None
-        return
-    from rich.markup import escape
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        SpinnerColumn,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn())
-    columns += (MofNCompleteColumn(), TimeElapsedColumn())
-    tasks: dict[str, int] = {}
-    with Progress(*columns, console=console, transient=True) as bar:
-
-        def update(step: str, done: int, total: int | None) -> None:
-            if step not in tasks:
-                tasks[step] = bar.add_task(escape(step), total=total)
-            bar.update(tasks[step], completed=done, total=total)
-
-        yield update
+    from nmt_cli.data.prepare import PrepareReport
 
 
 def render_prepare_report(report: PrepareReport, console: Console) -> None:

@@ -1,13 +1,21 @@
-"""Training progress for people: a live panel on a terminal, plain log lines otherwise."""
+"""Progress events (`nmt_cli.progress.Event`) drawn for people, on stderr.
+
+Training: a live panel on a terminal, plain log lines otherwise. Counted steps (preparing
+data, translating a file): one bar per task, on a terminal only.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from typing import Any
 
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
+
+from nmt_cli.progress import Event, OnEvent
 
 
 def _clock(seconds: float | None) -> str:
@@ -42,20 +50,19 @@ class TrainDisplay:
         if self.live is not None:
             self.live.__exit__(None, None, None)
 
-    def __call__(self, event: dict[str, Any]) -> None:
-        kind = event.get("event")
+    def __call__(self, event: Event) -> None:
+        kind = event.kind
         if kind == "train":
-            self.last_train = event
+            self.last_train = event.data
         elif kind == "valid":
-            self.last_valid = event
+            self.last_valid = event.data
         if self.live is not None and kind in ("train", "valid"):
             self.live.update(self._table())
-        line = self._line(event)
+        line = self._line(kind, event.data)
         if line and (self.live is None or kind not in ("train",)):
             self.console.print(line, highlight=False, markup=False, soft_wrap=True)
 
-    def _line(self, e: dict[str, Any]) -> str | None:
-        kind = e.get("event")
+    def _line(self, kind: str, e: dict[str, Any]) -> str | None:
         if kind == "config":
             m, t = e["config"]["model"], e["config"]["train"]
             model = " ".join(f"{k}={v}" for k, v in m.items())
@@ -111,3 +118,33 @@ class TrainDisplay:
                 "–" if not v or v.get("dev_bleu") is None else f"{v['dev_bleu']:.2f}",
             )
         return table
+
+
+@contextlib.contextmanager
+def count_display(console: Console) -> Iterator[OnEvent]:
+    """Yield a callback that draws one bar per task of `count` events, on a terminal only."""
+    if not console.is_terminal:
+        yield lambda event: None
+        return
+    from rich.markup import escape
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn())
+    columns += (MofNCompleteColumn(), TimeElapsedColumn())
+    tasks: dict[str, int] = {}
+    with Progress(*columns, console=console, transient=True) as bar:
+
+        def update(event: Event) -> None:
+            task, done, total = event.data["task"], event.data["done"], event.data["total"]
+            if task not in tasks:
+                tasks[task] = bar.add_task(escape(task), total=total)
+            bar.update(tasks[task], completed=done, total=total)
+
+        yield update
