@@ -281,14 +281,40 @@ def save_best(model_dir: Path, config: dict, weights: dict, meta: dict[str, Any]
     write_json(model_dir / META_FILE, meta)
 
 
-def load_resume(model_dir: Path, device: torch.device, fingerprint: str, data: Path) -> dict:
-    """The resume checkpoint, refused when it was trained on other data than `fingerprint`."""
-    payload = load(model_dir / LAST_FILE, map_location=device)
+def save_resume(model_dir: Path, state: dict[str, Any]) -> None:
+    """The resume checkpoint: `state` (config, weights, optimizer, progress, scaler, data
+    fingerprint) with the random generators' states added."""
+    rng = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        rng["cuda"] = torch.cuda.get_rng_state_all()
+    save(model_dir / LAST_FILE, {**state, "rng": rng})
+
+
+def load_resume(
+    model_dir: Path, device: torch.device, fingerprint: str, data: Path, restore: Callable
+) -> dict:
+    """Read the resume checkpoint, hand it to `restore` (which loads model, optimizer and
+    progress from it), then put the random generators back as they were when it was saved.
+
+    A checkpoint of other data (fingerprint) or of another configuration is refused.
+    """
+    path = model_dir / LAST_FILE
+    payload = load(path, map_location=device)
     if payload.get("data_fingerprint") != fingerprint:
         raise NmtError(
             f"{model_dir} was trained on other data (fingerprint differs from {data}); resume "
             "with the same data directory or train anew"
         )
+    try:
+        restore(payload)
+    except (KeyError, RuntimeError, TypeError, ValueError) as exc:
+        raise NmtError(
+            f"{path} does not match this configuration ({type(exc).__name__}); resume with "
+            "the same options or train anew"
+        ) from None
+    torch.set_rng_state(payload["rng"]["torch"].cpu())
+    if "cuda" in payload["rng"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in payload["rng"]["cuda"]])
     return payload
 
 

@@ -360,43 +360,32 @@ class Trainer:
     def _save_last(self) -> None:
         if not self.ranks.main:
             return
-        rng = {"torch": torch.get_rng_state()}
-        if torch.cuda.is_available():
-            rng["cuda"] = torch.cuda.get_rng_state_all()
         progress = asdict(self.progress)
         # The data position is kept in global batches, so any number of ranks can resume it.
         progress["batch_index"] = self.progress.batch_index * self.ranks.world
-        checkpoint.save(
-            self.model_dir / checkpoint.LAST_FILE,
-            {
-                "config": self.config.to_dict(),
-                "weights": self._weights(),
-                "optimizer": self.optimizer.state_dict(),
-                "progress": progress,
-                "rng": rng,
-                "scaler": self.scaler.state_dict() if self.scaler else None,
-                "data_fingerprint": self.data.fingerprint,
-            },
-        )
+        state = {
+            "config": self.config.to_dict(),
+            "weights": self._weights(),
+            "optimizer": self.optimizer.state_dict(),
+            "progress": progress,
+            "scaler": self.scaler.state_dict() if self.scaler else None,
+            "data_fingerprint": self.data.fingerprint,
+        }
+        checkpoint.save_resume(self.model_dir, state)
 
     def resume(self) -> Progress:
         """Restore model, optimizer, schedule, step, data position, RNG and early-stopping state."""
-        payload = checkpoint.load_resume(
-            self.model_dir, self.device, self.data.fingerprint, self.data.path
-        )
-        try:
+
+        def restore(payload: dict) -> None:
             self.model.load_state_dict(payload["weights"])
             self.optimizer.load_state_dict(payload["optimizer"])
             self.progress = Progress(**payload["progress"])
-        except (KeyError, RuntimeError, TypeError, ValueError) as exc:
-            raise NmtError(
-                f"{self.model_dir / checkpoint.LAST_FILE} does not match this configuration "
-                f"({type(exc).__name__}); resume with the same options or train anew"
-            ) from None
+
+        data = self.data
+        payload = checkpoint.load_resume(
+            self.model_dir, self.device, data.fingerprint, data.path, restore
+        )
         self.progress.batch_index //= self.ranks.world
-        torch.set_rng_state(payload["rng"]["torch"].cpu())
-        if "cuda" in payload["rng"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all([s.cpu() for s in payload["rng"]["cuda"]])
         if self.ranks.distributed:
             torch.manual_seed(self.config.train.seed + 7919 * self.ranks.rank + self.progress.step)
         if self.scaler is not None and payload.get("scaler"):
