@@ -34,7 +34,7 @@ def _prepare_model_dir(output: Path, resume: bool, force: bool) -> None:
     if has_model and not resume and not force:
         hint = "add --resume to continue it or --force to start afresh"
         if not (output / checkpoint.LAST_FILE).exists():
-            hint = "add --force to start afresh (it has no checkpoints/last.pt to resume)"
+            hint = f"add --force to start afresh (it has no {checkpoint.LAST_FILE} to resume)"
         raise NmtError(f"{output} already holds a model: {hint}")
     output.mkdir(parents=True, exist_ok=True)
 
