@@ -18,6 +18,15 @@ BEAM_HELP = "Beam size (1 = greedy)."
 BATCH_SIZE_HELP = "Sentences per batch."
 
 
+def in_panel(panel: str):
+    """A factory of the options of one help panel: `(default, help, *flags)` → typer.Option."""
+
+    def option(default: Any, help: str, *flags: str) -> Any:
+        return typer.Option(default, *flags, help=help, rich_help_panel=panel)
+
+    return option
+
+
 def model_option(default: Any = ..., help: str = MODEL_HELP) -> Any:
     """-m/--model MODEL_DIR."""
     return typer.Option(default, "-m", "--model", metavar="MODEL_DIR", help=help)

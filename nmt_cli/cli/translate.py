@@ -12,12 +12,13 @@ from nmt_cli.cli.options import (
     beam_option,
     check_device_options,
     device_option,
+    in_panel,
     model_option,
     threads_option,
 )
 
 _SEARCH = "Search"
-_OUTPUT = "Output"
+_search, _output = in_panel(_SEARCH), in_panel("Output")
 
 
 @command_boundary
@@ -28,46 +29,23 @@ def translate(
     ),
     beam: int = beam_option(_SEARCH),
     batch_size: int = batch_size_option(_SEARCH),
-    nbest: int = typer.Option(
-        1, help="Print the N best translations (Moses n-best format).", rich_help_panel=_SEARCH
-    ),
-    length_penalty: float = typer.Option(
-        1.0, help="GNMT length penalty alpha (0 = none).", rich_help_panel=_SEARCH
-    ),
-    max_len_ratio: float = typer.Option(
-        2.0, help="Output at most ratio × source pieces + 10.", rich_help_panel=_SEARCH
-    ),
-    early_stop: bool = typer.Option(
+    nbest: int = _search(1, "Print the N best translations (Moses n-best format)."),
+    length_penalty: float = _search(1.0, "GNMT length penalty alpha (0 = none)."),
+    max_len_ratio: float = _search(2.0, "Output at most ratio × source pieces + 10."),
+    early_stop: bool = _search(
         False,
+        "Beam: stop a sentence once a step's best hypothesis has ended it and the n-best list "
+        "is full (as OpenNMT-py and Joey NMT do): faster, may miss a longer, better-scoring one.",
         "--early-stop",
-        help="Beam: stop a sentence once a step's best hypothesis has ended it and the n-best "
-        "list is full (as OpenNMT-py and Joey NMT do): faster, may miss a longer, "
-        "better-scoring one.",
-        rich_help_panel=_SEARCH,
     ),
-    replace_unk: bool = typer.Option(
-        False,
-        "--replace-unk",
-        help="Replace <unk> by the most attended source piece.",
-        rich_help_panel=_SEARCH,
+    replace_unk: bool = _search(
+        False, "Replace <unk> by the most attended source piece.", "--replace-unk"
     ),
-    align: bool = typer.Option(
-        False,
-        "--align",
-        help="Append word alignments: `translation ||| 0-0 1-2`.",
-        rich_help_panel=_OUTPUT,
+    align: bool = _output(False, "Append word alignments: `translation ||| 0-0 1-2`.", "--align"),
+    json_output: bool = _output(
+        False, "One JSON object per line with score, pieces, attention.", "--json"
     ),
-    json_output: bool = typer.Option(
-        False,
-        "--json",
-        help="One JSON object per line with score, pieces, attention.",
-        rich_help_panel=_OUTPUT,
-    ),
-    on_invalid: str = typer.Option(
-        "error",
-        help="Invalid UTF-8 input: error (with line number) or replace.",
-        rich_help_panel=_OUTPUT,
-    ),
+    on_invalid: str = _output("error", "Invalid UTF-8 input: error (with line number) or replace."),
     quantize: bool = typer.Option(False, "--quantize", help="int8 dynamic quantization (CPU)."),
     shortlist: bool = typer.Option(
         False,
