@@ -11,28 +11,19 @@ from pathlib import Path
 import typer
 
 from nmt_cli.cli.boundary import command_boundary
-from nmt_cli.cli.options import batch_size_option, beam_option, model_option
+from nmt_cli.cli.options import batch_size_option, beam_option, given, model_option
 
 
 @command_boundary
 def evaluate(
-    hyp: Path | None = typer.Option(
-        None,
-        "--hyp",
-        metavar="FILE",
-        help="Translations to score, one sentence per line (plain or .gz).",
+    hyp: Path | None = given(
+        "--hyp", "Translations to score, one sentence per line (plain or .gz).", "FILE"
     ),
-    ref: list[Path] | None = typer.Option(
-        None,
-        "--ref",
-        metavar="FILE",
-        help="Reference translations; repeat --ref for several references.",
+    ref: list[Path] | None = given(
+        "--ref", "Reference translations; repeat --ref for several references.", "FILE"
     ),
-    src: Path | None = typer.Option(
-        None,
-        "--src",
-        metavar="FILE",
-        help="Source sentences: what -m translates and --by-length measures.",
+    src: Path | None = given(
+        "--src", "Source sentences: what -m translates and --by-length measures.", "FILE"
     ),
     model: Path | None = model_option(
         None, help="Translate --src with this model directory (from `nmt train`), then score."
@@ -46,26 +37,17 @@ def evaluate(
     buckets: str = typer.Option(
         "10,20,30,40", "--buckets", help="Upper bounds of the length buckets; the last is open."
     ),
-    plot: Path | None = typer.Option(
-        None,
-        "--plot",
-        metavar="FILE.png",
-        help="Also draw BLEU by length to this picture (needs matplotlib).",
+    plot: Path | None = given(
+        "--plot", "Also draw BLEU by length to this picture (needs matplotlib).", "FILE.png"
     ),
-    compare: Path | None = typer.Option(
-        None,
-        "--compare",
-        metavar="HYP2",
-        help="Second system: paired bootstrap test on the first metric.",
+    compare: Path | None = given(
+        "--compare", "Second system: paired bootstrap test on the first metric.", "HYP2"
     ),
     json_output: bool = typer.Option(
         False, "--json", help="Print one JSON object on stdout instead of text lines."
     ),
-    save_hyp: Path | None = typer.Option(
-        None,
-        "--save-hyp",
-        metavar="FILE",
-        help="With -m: also write the translations to this file.",
+    save_hyp: Path | None = given(
+        "--save-hyp", "With -m: also write the translations to this file.", "FILE"
     ),
     beam: int = beam_option(help="With -m: beam size (1 = greedy)."),
     batch_size: int = batch_size_option(help="With -m: sentences per batch."),

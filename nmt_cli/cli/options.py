@@ -27,6 +27,13 @@ def in_panel(panel: str):
     return option
 
 
+def given(flag: str, help: str, metavar: str | None = None, panel: str | None = None) -> Any:
+    """An option without a default (a file, a name): None when not given."""
+    return typer.Option(
+        None, flag, metavar=metavar, help=help, rich_help_panel=panel, show_default=False
+    )
+
+
 def model_option(default: Any = ..., help: str = MODEL_HELP) -> Any:
     """-m/--model MODEL_DIR."""
     return typer.Option(default, "-m", "--model", metavar="MODEL_DIR", help=help)
