@@ -10,6 +10,7 @@ import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -23,6 +24,9 @@ from nmt_cli.model.seq2seq import OutputLayer, Seq2Seq
 from nmt_cli.search import Hypothesis
 from nmt_cli.shortlist import Shortlist
 from nmt_cli.specials import UNK_ID
+
+if TYPE_CHECKING:
+    from nmt_cli.data.tokenizer import Tokenizer
 
 __all__ = ["SearchOptions", "Translation", "Translator"]
 
@@ -48,27 +52,22 @@ class Translation:
 SALIENCY_CHUNK = 32  # target steps whose saliency one backward pass computes
 
 
+@dataclass(eq=False)
 class Translator:
     """A loaded model directory: model, configuration and tokenizers."""
 
-    def __init__(
-        self,
-        model: Seq2Seq,
-        config: Config,
-        src_tokenizer,
-        tgt_tokenizer,
-        device: torch.device,
-        model_dir: Path,
-    ):
-        self.model = model
-        self.config = config
-        self.src_tokenizer = src_tokenizer
-        self.tgt_tokenizer = tgt_tokenizer
-        self.device = device
-        self.model_dir = model_dir
-        self.max_source_pieces = config.train.max_len
-        self.shortlist: Shortlist | None = None  # see `load(shortlist=True)`
-        self.output: OutputLayer | None = None  # the output layer the shortlist restricts
+    model: Seq2Seq
+    config: Config
+    src_tokenizer: Tokenizer
+    tgt_tokenizer: Tokenizer
+    device: torch.device
+    model_dir: Path
+    shortlist: Shortlist | None = None  # see `load(shortlist=True)`
+    output: OutputLayer | None = None  # the output layer the shortlist restricts
+
+    @property
+    def max_source_pieces(self) -> int:
+        return self.config.train.max_len
 
     @classmethod
     def load(
@@ -79,7 +78,7 @@ class Translator:
         threads: int = 0,
         shortlist: bool = False,
     ) -> Translator:
-        from nmt_cli.data.tokenizer import Tokenizer
+        from nmt_cli.data.tokenizer import Tokenizer  # sentencepiece: imported when used
 
         loaded = checkpoint.load_model(model_dir, device, quantize=quantize, threads=threads)
         model_dir, config = loaded.model_dir, loaded.config

@@ -77,9 +77,7 @@ def translate(
         model, device=device, quantize=quantize, threads=threads, shortlist=shortlist
     )
     if input is None and sys.stdin.isatty():
-        from nmt_cli.cli.interactive import prompt_loop
-
-        prompt_loop(translator, options)
+        _prompt_loop(translator, options)
         return
     stream, name = open_input(input)
     lines = UntilError(iter_lines(stream, name, on_invalid))
@@ -117,3 +115,28 @@ def _writer(json_output: bool, align: bool, nbest: int, limit: int):
         return as_text(translation, align) + "\n"
 
     return write
+
+
+def _prompt_loop(translator, options) -> None:
+    """When stdin is a terminal: translate each typed line; show where the model looked under it. Ctrl-D or Ctrl-C ends."""
+    from rich.markup import escape
+
+    from nmt_cli.aligner import translation_words
+    from nmt_cli.cli.boundary import stderr_console
+    from nmt_cli.render.heatmap import render_links
+
+    console = stderr_console()
+    console.print(f"[dim]nmt: model {translator.model_dir} — type a sentence, Ctrl-D to quit[/]")
+    while True:
+        try:
+            line = console.input("[bold]> [/]")
+        except (EOFError, KeyboardInterrupt):
+            console.print()
+            return
+        if not line.strip():
+            continue
+        result = translator.translate_chunk([line], options, with_attention=True)[0]
+        console.print(f"[bold green]{escape(result.text)}[/]", markup=True, highlight=False)
+        words = translation_words(result)
+        if words is not None:
+            console.print(render_links(words.weights, words.src_words, words.tgt_words, top_k=2))
