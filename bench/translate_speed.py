@@ -236,8 +236,7 @@ def ensure_shortlist(model: Path, work: Path) -> None:
     data = Path(meta["data_dir"])
     data = data if data.is_absolute() else REPO_DIR / data
     log = work / "logs" / "shortlist.log"
-    python = Path(OUR_NMT).parent / "python"
-    procs.check(procs.run([python, "-m", "nmt_cli.shortlist", data, model], log), "shortlist", log)
+    procs.check(procs.run([OUR_NMT, "shortlist", data, model], log), "shortlist", log)
 
 
 def _spread_text(values: list[float], unit: str = "") -> str:

@@ -1,8 +1,12 @@
-"""Word alignments from a model's attention (or gradient saliency): forced alignment of given
-pairs, or of the model's own output.
+"""Word alignments from a model's attention (or gradient saliency): the one place that aligns.
 
-This composes the translator (attention over pieces) with the pure alignment core (pieces →
-words → links, symmetrisation). Rendering is left to the caller.
+Three uses, one module: the links of a translation from the attention its own search kept
+(`translate --align`, `--json` and the interactive prompt: `translation_words`); forced
+alignment of given pairs (`nmt align`); and forced alignment of the model's own output
+(`nmt align` on source-only input: forced decoding again, so that saliency, a reverse model
+and every extraction option apply). This composes the translator (attention over pieces)
+with the pure alignment core (pieces → words → links, symmetrisation). Rendering is left to
+the caller.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nmt_cli.alignment import (
+    Link,
     LinkRates,
     WordAttention,
     extract_links,
@@ -25,8 +30,6 @@ from nmt_cli.alignment import (
     with_prior,
 )
 from nmt_cli.errors import InputError
-
-Link = tuple[int, int]
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,20 @@ class AlignOptions:
 
 
 WEIGHTS = ("attention", "saliency", "both")
+
+
+def translation_words(translation) -> WordAttention | None:
+    """Word-level weights of a `Translation` from the attention its search kept (None when it
+    kept none, or for an empty line)."""
+    if translation.attention is None or not translation.pieces or not translation.src_pieces:
+        return None
+    return merge_to_words(translation.attention, translation.src_pieces, translation.pieces)
+
+
+def translation_links(translation) -> set[Link]:
+    """The word links (argmax per target word) of a `Translation`'s own attention."""
+    words = translation_words(translation)
+    return set() if words is None else extract_links(words.weights)
 
 
 @dataclass

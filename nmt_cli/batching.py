@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from nmt_cli.model.seq2seq import BOS_ID, EOS_ID, PAD_ID
+from nmt_cli.specials import BOS_ID, EOS_ID, PAD_ID
 
 
 @dataclass

@@ -11,24 +11,33 @@ A model directory holds:
 
 Every file is written to a temporary sibling, fsynced and renamed, so a kill at any moment
 leaves the previous version intact. Loading uses torch's weights-only unpickler: a file that
-would run code when unpickled is refused, never executed.
+would run code when unpickled is refused, never executed. `load_model` rebuilds the model from
+the configuration stored beside its weights: translation, alignment, evaluation and a resumed
+training all load a model directory through it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import pickle
 import re
 import warnings
 import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from nmt_cli import atomic
-from nmt_cli.errors import ArtifactError
+from nmt_cli.errors import ArtifactError, ConfigError, NmtError
+
+if TYPE_CHECKING:
+    from nmt_cli.config import Config
+    from nmt_cli.model.seq2seq import Seq2Seq
 
 FORMAT = "nmt-checkpoint"
 VERSION = 1
@@ -38,6 +47,8 @@ CONFIG_FILE = "config.json"
 META_FILE = "meta.json"
 SRC_SPM = "src.model"
 TGT_SPM = "tgt.model"
+SHORTLIST_FILE = "shortlist.npz"
+LOG_FILE = "train.jsonl"
 
 
 def save(path: Path, payload: dict[str, Any]) -> None:
@@ -134,4 +145,201 @@ def check_model_dir(model_dir: Path) -> None:
         raise ArtifactError(
             f"{model_dir} is not a complete nmt model directory (missing {', '.join(missing)}); "
             "pass the directory written by `nmt train -o`, after at least one validation"
+        )
+
+
+@dataclass
+class LoadedModel:
+    """A model rebuilt from its directory, in eval mode on `device`, with its configuration."""
+
+    model: Seq2Seq
+    config: Config
+    device: torch.device
+    model_dir: Path
+
+
+def load_model(
+    model_dir: Path, device: str = "auto", quantize: bool = False, threads: int = 0
+) -> LoadedModel:
+    """The best weights of a model directory on `device` (int8 on CPU when `quantize`)."""
+    from nmt_cli.device import pick_device, set_threads
+
+    model_dir = Path(model_dir)
+    check_model_dir(model_dir)
+    set_threads(threads)
+    path = model_dir / MODEL_FILE
+    model, config = build_model(load(path), path)
+    torch_device = pick_device(device)
+    if quantize:
+        if torch_device.type != "cpu":
+            raise ConfigError("--quantize is for CPU inference; add --device cpu")
+        model = quantize_model(model)
+    model.to(torch_device).eval()
+    return LoadedModel(model, config, torch_device, model_dir)
+
+
+def build_model(payload: dict, path: Path) -> tuple[Seq2Seq, Config]:
+    """Rebuild the model from the configuration stored inside the checkpoint."""
+    from nmt_cli.config import Config
+    from nmt_cli.model.seq2seq import Seq2Seq
+
+    try:
+        config = Config.from_dict(payload["config"], str(path))
+        # On the meta device: no memory until the weights are known to fit the config.
+        model = without_init(lambda: Seq2Seq(config.model), torch.device("meta"))
+        _check_shapes(model, payload["weights"], path)
+        model.load_state_dict(payload["weights"], assign=True)
+    except (KeyError, TypeError, RuntimeError, ConfigError) as exc:
+        reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+        raise ArtifactError(
+            f"{path} does not hold a usable nmt model ({reason}): retrain it"
+        ) from None
+    return model, config
+
+
+class _SkipInit(torch.overrides.TorchFunctionMode):
+    """Within this mode torch.nn.init's initialisers return their tensor untouched.
+
+    Every nn.init function hands itself to the active torch-function mode first, so the
+    initialisers are skipped for the modules built inside the mode only: nothing global is
+    replaced, and other threads are not affected.
+    """
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__module__", None) == "torch.nn.init":
+            return args[0] if args else kwargs["tensor"]
+        return func(*args, **(kwargs or {}))
+
+
+def without_init(build: Callable[[], Any], device: torch.device | None = None) -> Any:
+    """`build()` with random initialisation skipped, on `device` when given: for modules whose
+    every value is loaded next. (Random init of meta tensors runs through torch._refs, whose
+    first use imports torch._dynamo: about a second of start-up.)"""
+    with _SkipInit(), device if device is not None else contextlib.nullcontext():
+        return build()
+
+
+def _check_shapes(model: Seq2Seq, weights: dict, path: Path) -> None:
+    """Refuse weights whose names or shapes differ from what the stored config builds."""
+    expected = {name: tuple(t.shape) for name, t in model.state_dict().items()}
+    given = {name: tuple(getattr(t, "shape", ())) for name, t in weights.items()}
+    if expected != given:
+        wrong = sorted(set(expected) ^ set(given)) or sorted(
+            n for n in expected if expected[n] != given.get(n)
+        )
+        raise ArtifactError(
+            f"{path}: the weights do not fit the stored configuration (first mismatch: "
+            f"{wrong[0]}); the file is damaged or was edited: retrain or restore it"
+        )
+
+
+def quantize_model(model: Seq2Seq) -> Seq2Seq:
+    """int8 dynamic quantization of the linear and recurrent layers (CPU inference only).
+
+    torch maps only the exact nn.GRU class to its quantized GRU, so each `FastGRU` (whose fast
+    path serves training only) is first handed over as a plain nn.GRU with the same weights.
+    The model given is left as it is; the quantized one is a copy.
+    """
+    import copy
+
+    from torch.ao.quantization import quantize_dynamic
+
+    from nmt_cli.model.gru import FastGRU
+
+    model = copy.deepcopy(model)
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if type(child) is FastGRU:
+                setattr(module, name, _plain_gru(child))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's deprecation notices are not the user's concern
+        return quantize_dynamic(
+            model, {torch.nn.Linear, torch.nn.GRU, torch.nn.LSTM}, dtype=torch.qint8, inplace=True
+        )
+
+
+def _plain_gru(gru: torch.nn.GRU) -> torch.nn.GRU:
+    """An nn.GRU with the same shape and weights as `gru`."""
+    plain = without_init(
+        lambda: torch.nn.GRU(
+            gru.input_size,
+            gru.hidden_size,
+            num_layers=gru.num_layers,
+            bias=gru.bias,
+            batch_first=gru.batch_first,
+            dropout=gru.dropout,
+            bidirectional=gru.bidirectional,
+        )
+    )
+    plain.load_state_dict(gru.state_dict())
+    return plain.to(next(gru.parameters()).device).train(gru.training)
+
+
+def save_best(model_dir: Path, config: dict, weights: dict, meta: dict[str, Any]) -> None:
+    """The best weights so far (`model.pt`, what translation loads) and their `meta.json`."""
+    save(model_dir / MODEL_FILE, {"config": config, "weights": weights, "meta": meta})
+    write_json(model_dir / META_FILE, meta)
+
+
+def save_resume(model_dir: Path, state: dict[str, Any]) -> None:
+    """The resume checkpoint: `state` (config, weights, optimizer, progress, scaler, data
+    fingerprint) with the random generators' states added."""
+    rng = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        rng["cuda"] = torch.cuda.get_rng_state_all()
+    save(model_dir / LAST_FILE, {**state, "rng": rng})
+
+
+def load_resume(
+    model_dir: Path, device: torch.device, fingerprint: str, data: Path, restore: Callable
+) -> dict:
+    """Read the resume checkpoint, hand it to `restore` (which loads model, optimizer and
+    progress from it), then put the random generators back as they were when it was saved.
+
+    A checkpoint of other data (fingerprint) or of another configuration is refused.
+    """
+    path = model_dir / LAST_FILE
+    payload = load(path, map_location=device)
+    if payload.get("data_fingerprint") != fingerprint:
+        raise NmtError(
+            f"{model_dir} was trained on other data (fingerprint differs from {data}); resume "
+            "with the same data directory or train anew"
+        )
+    try:
+        restore(payload)
+    except (KeyError, RuntimeError, TypeError, ValueError) as exc:
+        raise NmtError(
+            f"{path} does not match this configuration ({type(exc).__name__}); resume with "
+            "the same options or train anew"
+        ) from None
+    torch.set_rng_state(payload["rng"]["torch"].cpu())
+    if "cuda" in payload["rng"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in payload["rng"]["cuda"]])
+    return payload
+
+
+def copy_tokenizers(src_spm: Path, tgt_spm: Path, model_dir: Path) -> None:
+    """Make the model directory self-contained: translation needs only it."""
+    for source, name in ((src_spm, SRC_SPM), (tgt_spm, TGT_SPM)):
+        atomic.write_bytes(model_dir / name, Path(source).read_bytes())
+
+
+def remove_training_files(model_dir: Path) -> None:
+    """Delete a previous run's weights, checkpoint, metadata and log (`train --force`)."""
+    for name in (MODEL_FILE, LAST_FILE, META_FILE, LOG_FILE):
+        (model_dir / name).unlink(missing_ok=True)
+
+
+def check_trained_on(model_dir: Path, fingerprint: str, data: Path) -> None:
+    """Refuse a data directory other than the one the model was trained on (by fingerprint)."""
+    if not model_dir.is_dir():
+        raise ArtifactError(f"{model_dir} is not a directory: give the model directory")
+    meta = model_dir / META_FILE
+    if not meta.exists():
+        return  # no record to compare with: the vocabulary check at load time still applies
+    trained_on = read_json(meta).get("data_fingerprint")
+    if trained_on and trained_on != fingerprint:
+        raise ArtifactError(
+            f"{model_dir} was trained on other data than {data} (fingerprints differ); "
+            "give the data directory it was trained on"
         )

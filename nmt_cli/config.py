@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from nmt_cli.device import check_device, check_threads
 from nmt_cli.errors import ConfigError
 
 ATTENTIONS = ("dot", "general", "additive", "none")
@@ -165,7 +166,6 @@ def validate(config: Config) -> Config:
         "warmup_steps",
         "patience",
         "valid_sentences",
-        "threads",
     ):
         value = getattr(t, name)
         _require(0 <= value <= 10**9, f"--{name.replace('_', '-')} must be ≥ 0, got {value}")
@@ -177,10 +177,8 @@ def validate(config: Config) -> Config:
         f"clip_norm must be a finite number ≥ 0, got {t.clip_norm}",
     )
     _require(t.max_time >= 0, f"--max-time must be ≥ 0, got {t.max_time}")
-    _require(
-        t.device in ("auto", "cpu", "cuda") or t.device.startswith("cuda:"),
-        f"--device must be auto, cpu or cuda, got {t.device!r}",
-    )
+    check_threads(t.threads)
+    check_device(t.device)
     return config
 
 

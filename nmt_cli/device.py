@@ -1,18 +1,50 @@
-"""The torch device a command runs on."""
+"""Where torch runs: the device a command asks for, and the number of CPU threads."""
 
 from __future__ import annotations
 
-import torch
+import re
+from typing import TYPE_CHECKING
 
-from nmt_cli.errors import NmtError
+from nmt_cli.errors import ConfigError
+
+if TYPE_CHECKING:
+    import torch
+
+DEVICE_CHOICES = "auto, cpu, cuda or cuda:N"
+_DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+
+
+def check_device(name: str) -> str:
+    """`name` if it names a device (auto, cpu, cuda, cuda:N); else ConfigError (exit 2)."""
+    if not _DEVICE.match(name):
+        raise ConfigError(f"--device must be {DEVICE_CHOICES}, got {name!r}")
+    return name
+
+
+def check_threads(threads: int) -> int:
+    """`threads` if it is 0 (torch's default) or more; else ConfigError (exit 2)."""
+    if threads < 0:
+        raise ConfigError(f"--threads must be 0 (torch's default) or more, got {threads}")
+    return threads
 
 
 def pick_device(name: str) -> torch.device:
     """`auto` (CUDA when present, else CPU), `cpu`, or `cuda[:N]` when a GPU is there."""
+    import torch
+
+    check_device(name)
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
-        raise NmtError(
+        raise ConfigError(
             "--device cuda was asked for but no CUDA device is available; use --device cpu"
         )
     return torch.device(name)
+
+
+def set_threads(threads: int) -> None:
+    """Use `threads` CPU threads in torch (0: leave torch's default)."""
+    import torch
+
+    if check_threads(threads):
+        torch.set_num_threads(threads)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nmt_cli.errors import ConfigError, InputError
+from nmt_cli.scripts import is_unspaced
 
 METRICS = ("bleu", "chrf", "chrf++", "ter")  # every metric `score` knows
 DEFAULT_METRICS = ("bleu", "chrf", "ter")
@@ -26,17 +27,6 @@ DEFAULT_BUCKETS = (10, 20, 30, 40)  # upper bounds: 1–10, 11–20, 21–30, 31
 SIGNIFICANCE_LEVEL = 0.05
 _SCORE_CHUNK = 5_000  # sentences whose reference n-grams sacreBLEU holds at once
 _LOWER_IS_BETTER = frozenset({"ter"})
-
-# Han ideographs (with extensions and compatibility forms), kana, CJK punctuation and
-# full-width forms. Hangul is left out on purpose: Korean separates words with spaces.
-_CJK_RANGES = (
-    (0x3000, 0x30FF),
-    (0x3400, 0x4DBF),
-    (0x4E00, 0x9FFF),
-    (0xF900, 0xFAFF),
-    (0xFF00, 0xFFEF),
-    (0x20000, 0x2FFFF),
-)
 
 
 @dataclass(frozen=True)
@@ -203,13 +193,8 @@ def _corpus_score(metric, hyps: Sequence[str], refs: Sequence[Sequence[str]]):
 def length_unit(sources: Sequence[str]) -> str:
     """'characters' when most non-space characters are CJK (unsegmented text), else 'words'."""
     chars = [ch for line in sources for ch in line if not ch.isspace()]
-    cjk = sum(1 for ch in chars if _is_cjk(ch))
+    cjk = sum(1 for ch in chars if is_unspaced(ch))
     return "characters" if chars and 2 * cjk > len(chars) else "words"
-
-
-def _is_cjk(ch: str) -> bool:
-    code = ord(ch)
-    return any(lo <= code <= hi for lo, hi in _CJK_RANGES)
 
 
 def source_length(line: str, unit: str) -> int:

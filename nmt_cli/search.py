@@ -188,14 +188,14 @@ class _Beam:
         )
 
 
-def _check_beam_options(beam_size: int, nbest: int) -> None:
+def check_beam_options(beam_size: int, nbest: int) -> None:
     """Reject a beam size or n-best count that cannot work, naming the fix."""
     if beam_size < 1:
-        raise ConfigError(f"beam size must be at least 1, got {beam_size}")
+        raise ConfigError(f"--beam (the beam size) must be at least 1, got {beam_size}")
     if not 1 <= nbest <= beam_size:
         raise ConfigError(
-            f"nbest must be between 1 and the beam size ({beam_size}), got {nbest}; "
-            "raise the beam size or lower nbest"
+            f"--nbest must be between 1 and the beam size (--beam {beam_size}), got {nbest}; "
+            "raise --beam or lower --nbest"
         )
 
 
@@ -312,7 +312,7 @@ def beam_search(
     leaves once a step's best extension has ended it and its n-best is full (see the module
     notes).
     """
-    _check_beam_options(beam_size, nbest)
+    check_beam_options(beam_size, nbest)
     assert max_lengths.shape == (batch_size,), "max_lengths must be (B,)"
     device = max_lengths.device
     finished: list[list[Hypothesis]] = [[] for _ in range(batch_size)]

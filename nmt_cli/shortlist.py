@@ -8,13 +8,12 @@ frequent target pieces and the special ids. One batch uses the union over its se
 search sees a (rows × K) score matrix with K a fraction of V; the softmax is over those K.
 
 `nmt train` writes `shortlist.npz` beside the model; `nmt translate --shortlist` reads it. For
-a model trained before shortlists existed: `python -m nmt_cli.shortlist DATA_DIR MODEL_DIR`.
+a model trained before shortlists existed: `nmt shortlist DATA_DIR MODEL_DIR`.
 """
 
 from __future__ import annotations
 
 import io
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ import numpy as np
 
 from nmt_cli.errors import ArtifactError
 
-SHORTLIST_FILE = "shortlist.npz"
+REWRITE = "nmt shortlist DATA_DIR MODEL_DIR"  # how to (re)write a model's shortlist
 PER_SOURCE = 50  # translations kept per source piece
 FREQUENT = 200  # most frequent target pieces, always in
 EM_ITERATIONS = 5
@@ -59,8 +58,8 @@ class Shortlist:
         if not fits:
             raise ArtifactError(
                 f"{path} does not fit the model ({src_vocab} source and {tgt_vocab} target "
-                "pieces): it was built from other data; rewrite it with `python -m "
-                f"nmt_cli.shortlist DATA_DIR {path.parent}` using the model's data directory"
+                f"pieces): it was built from other data; rewrite it with `{REWRITE}` using "
+                "the model's data directory"
             )
         return self
 
@@ -80,8 +79,7 @@ class Shortlist:
         except FileNotFoundError:
             raise ArtifactError(
                 f"{path} does not exist (the model predates shortlists): write it with "
-                f"`python -m nmt_cli.shortlist DATA_DIR {path.parent}`, or translate without "
-                "--shortlist"
+                f"`{REWRITE}`, or translate without --shortlist"
             ) from None
         except (OSError, ValueError, KeyError) as error:
             raise ArtifactError(
@@ -180,59 +178,12 @@ def lexical_table(
     return probs, pair_src, pairs % tgt_vocab
 
 
-def write_shortlist(data, model_dir: Path) -> Path:
-    """Build the shortlist of a prepared data directory's training split into `model_dir`."""
-    from nmt_cli.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
+def shortlist_of(data) -> Shortlist:
+    """The shortlist of a prepared data directory's training split."""
+    from nmt_cli.data.tokenizer import Tokenizer
+    from nmt_cli.specials import SPECIAL_IDS
 
     src, tgt = data.ids("train", "src"), data.ids("train", "tgt")
     src_vocab = Tokenizer(data.src_spm).vocab_size
     tgt_vocab = Tokenizer(data.tgt_spm).vocab_size
-    shortlist = build_shortlist(src, tgt, src_vocab, tgt_vocab, (PAD_ID, UNK_ID, BOS_ID, EOS_ID))
-    path = Path(model_dir) / SHORTLIST_FILE
-    shortlist.save(path)
-    return path
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m nmt_cli.shortlist DATA_DIR MODEL_DIR`: (re)write a model's shortlist."""
-    import argparse
-
-    from nmt_cli.data.datadir import load_data_dir
-    from nmt_cli.errors import NmtError
-
-    parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("data_dir", type=Path, help="the prepared data the model was trained on")
-    parser.add_argument("model_dir", type=Path)
-    args = parser.parse_args(argv)
-    try:
-        if not args.model_dir.is_dir():
-            raise ArtifactError(f"{args.model_dir} is not a directory: give the model directory")
-        data = load_data_dir(args.data_dir)
-        _check_same_data(data, args.model_dir)
-        print(write_shortlist(data, args.model_dir))
-    except NmtError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return error.exit_code
-    except OSError as error:
-        print(f"error: cannot write {args.model_dir / SHORTLIST_FILE}: {error}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def _check_same_data(data, model_dir: Path) -> None:
-    """Refuse a data directory other than the one the model was trained on (by fingerprint)."""
-    from nmt_cli import checkpoint
-
-    meta = model_dir / checkpoint.META_FILE
-    if not meta.exists():
-        return  # no record to compare with: the vocabulary check at load time still applies
-    trained_on = checkpoint.read_json(meta).get("data_fingerprint")
-    if trained_on and trained_on != data.fingerprint:
-        raise ArtifactError(
-            f"{model_dir} was trained on other data than {data.path} (fingerprints differ); "
-            "give the data directory it was trained on"
-        )
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return build_shortlist(src, tgt, src_vocab, tgt_vocab, SPECIAL_IDS)

@@ -1,17 +1,16 @@
-"""Training: token batches, Adam with warm-up and decay, validation by dev BLEU, checkpoints.
+"""The training loop: token batches, Adam with warm-up and decay, validation, checkpoints.
 
-The trainer prints nothing. It reports through `on_event(dict)`, which the CLI turns into a
-live display, and appends every report to `train.jsonl` in the model directory.
+The trainer prints nothing. It reports through `on_event(progress.Event)`, which the CLI turns
+into a live display, and appends every report to `train.jsonl` in the model directory. What it calls
+lives beside it: the loss in `loss`, validation in `validation`, the files in `checkpoint`.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import shutil
 import threading
 import time
-from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -19,18 +18,19 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from nmt_cli import checkpoint
-from nmt_cli.batching import Batch, collate, iterate_batches, make_batches
+from nmt_cli.batching import Batch, iterate_batches, make_batches
 from nmt_cli.config import Config
 from nmt_cli.data.datadir import DataDir
-from nmt_cli.device import pick_device
+from nmt_cli.device import pick_device, set_threads
 from nmt_cli.distributed import Ranks, barrier, broadcast, shard, sum_values
 from nmt_cli.errors import Interrupted, NmtError
-from nmt_cli.model.seq2seq import PAD_ID, Seq2Seq
+from nmt_cli.loss import Objective
+from nmt_cli.model.seq2seq import Seq2Seq
+from nmt_cli.progress import Event, OnEvent, ignore
+from nmt_cli.validation import DevScores, Validator
 
-Event = dict[str, Any]
 MAX_BAD_LOSSES = 5  # consecutive non-finite losses before training stops
 
 
@@ -58,57 +58,13 @@ def autocast_for(device: torch.device, enabled: bool):
     return torch.autocast("cuda", dtype=torch.float16), torch.amp.GradScaler("cuda")
 
 
-class Objective(torch.nn.Module):
-    """The training loss as a module, so DistributedDataParallel can wrap the whole computation."""
-
-    def __init__(self, model: Seq2Seq, label_smoothing: float):
-        super().__init__()
-        self.model = model
-        self.label_smoothing = label_smoothing
-
-    def forward(
-        self,
-        src: torch.Tensor,
-        src_lengths: torch.Tensor,
-        tgt_in: torch.Tensor,
-        tgt_out: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Summed smoothed loss and summed plain NLL over the real target tokens.
-
-        The output layer runs once over the real (non-pad) positions of all steps: it
-        dominates the cost, and skipping padding here saves it outright.
-        """
-        vectors = self.model(src, src_lengths, tgt_in)  # (B, T, O)
-        real = tgt_out != PAD_ID
-        logits = self.model.generator(vectors[real]).float()  # (N, V)
-        targets = tgt_out[real]
-        loss = F.cross_entropy(
-            logits, targets, label_smoothing=self.label_smoothing, reduction="sum"
-        )
-        if not self.label_smoothing:
-            return loss, loss.detach()
-        with torch.no_grad():
-            nll = F.cross_entropy(logits, targets, reduction="sum")
-        return loss, nll
-
-
-def batch_loss(
-    model: Seq2Seq, batch: Batch, label_smoothing: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean smoothed loss per target token, and the summed plain NLL (for perplexity)."""
-    loss, nll = Objective(model, label_smoothing)(
-        batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_out
-    )
-    return loss / max(1, batch.n_tokens), nll
-
-
 class Trainer:
     def __init__(
         self,
         config: Config,
         data: DataDir,
         model_dir: Path,
-        on_event: Callable[[Event], None] = lambda event: None,
+        on_event: OnEvent = ignore,
         stop: threading.Event | None = None,
         ranks: Ranks | None = None,
     ):
@@ -122,8 +78,7 @@ class Trainer:
         self.ranks = ranks or Ranks()
         if self.ranks.distributed and self.device.type == "cuda":
             self.device = torch.device("cuda", self.ranks.local_rank)
-        if t.threads:
-            torch.set_num_threads(t.threads)
+        set_threads(t.threads)
         torch.manual_seed(t.seed)  # the same initial weights on every rank
         self.model = Seq2Seq(config.model).to(self.device)
         self.objective: torch.nn.Module = Objective(self.model, t.label_smoothing)
@@ -137,7 +92,7 @@ class Trainer:
         self.autocast, self.scaler = autocast_for(self.device, t.amp)
         self.progress = Progress()
         self._load_training_data()
-        self._tgt_tokenizer = None
+        self.validate = Validator(data, t, self.device, self.autocast)
         self._bad_losses = 0
         self.global_tokens = 0  # target tokens of the last update, summed over ranks
 
@@ -220,13 +175,8 @@ class Trainer:
         self._bad_losses += 1
         self.optimizer.zero_grad(set_to_none=True)
         step = self.progress.step + 1
-        self._emit(
-            {
-                "event": "warning",
-                "step": step,
-                "message": f"non-finite loss at step {step}: update skipped",
-            }
-        )
+        message = f"non-finite loss at step {step}: update skipped"
+        self._emit(Event("warning", {"step": step, "message": message}))
         if self._bad_losses >= MAX_BAD_LOSSES:
             raise NmtError(
                 f"the loss was not finite {MAX_BAD_LOSSES} times in a row (step {step}); the "
@@ -243,9 +193,7 @@ class Trainer:
         stopped = False
         while not stopped and not self._finished_epochs():
             batches = self.epoch_batches(self.progress.epoch)
-            self._emit(
-                {"event": "epoch", "epoch": self.progress.epoch + 1, "batches": len(batches)}
-            )
+            self._emit(Event("epoch", {"epoch": self.progress.epoch + 1, "batches": len(batches)}))
             for index, batch in iterate_batches(
                 self.train_src, self.train_tgt, batches, self.progress.batch_index
             ):
@@ -277,7 +225,7 @@ class Trainer:
             self._validate_and_save()
         self.progress.train_seconds = clock.total()
         self._save_last()
-        self._emit({"event": "done", **asdict(self.progress)})
+        self._emit(Event("done", asdict(self.progress)))
         return self.progress
 
     def _has_best(self) -> bool:
@@ -317,19 +265,21 @@ class Trainer:
     def _report(self, window: _Window, lr: float, n_batches: int, clock: _Clock) -> None:
         steps_per_s = window.steps / window.seconds()
         self._emit(
-            {
-                "event": "train",
-                "step": self.progress.step,
-                "epoch": self.progress.epoch + 1,
-                "batch": self.progress.batch_index,
-                "batches": n_batches,
-                "loss": round(window.mean_loss(), 4),
-                "lr": lr,
-                "tokens_per_s": round(window.tokens / window.seconds(), 1),
-                "elapsed": round(self.progress.train_seconds, 1),
-                "remaining": self._remaining(clock.run(), steps_per_s, n_batches),
-                "world_size": self.ranks.world,
-            }
+            Event(
+                "train",
+                {
+                    "step": self.progress.step,
+                    "epoch": self.progress.epoch + 1,
+                    "batch": self.progress.batch_index,
+                    "batches": n_batches,
+                    "loss": round(window.mean_loss(), 4),
+                    "lr": lr,
+                    "tokens_per_s": round(window.tokens / window.seconds(), 1),
+                    "elapsed": round(self.progress.train_seconds, 1),
+                    "remaining": self._remaining(clock.run(), steps_per_s, n_batches),
+                    "world_size": self.ranks.world,
+                },
+            )
         )
         window.restart()
 
@@ -345,50 +295,7 @@ class Trainer:
             estimates.append(left / steps_per_s)
         return round(min(estimates), 1) if estimates else None
 
-    # -- validation -------------------------------------------------------------------------
-    @torch.inference_mode()
-    def dev_loss(self) -> float | None:
-        """Per-token NLL on the whole dev split."""
-        if not self.data.has_split("dev"):
-            return None
-        self.model.eval()
-        src, tgt = self.data.ids("dev", "src"), self.data.ids("dev", "tgt")
-        batches = make_batches(
-            src.lengths, tgt.lengths, self.config.train.batch_tokens, 0, 0, shuffle=False
-        )
-        total, tokens = 0.0, 0
-        for _, batch in iterate_batches(src, tgt, batches):
-            batch = batch.to(self.device)
-            with self.autocast:
-                _, nll = batch_loss(self.model, batch, 0.0)
-            total += nll.item()
-            tokens += batch.n_tokens
-        return total / max(1, tokens)
-
-    def dev_bleu(self) -> float | None:
-        """BLEU of greedy translations of the first `valid_sentences` dev sentences."""
-        if not self.data.has_split("dev"):
-            return None
-        import sacrebleu
-
-        from nmt_cli.data.tokenizer import Tokenizer
-        from nmt_cli.translator import decode_ids
-
-        if self._tgt_tokenizer is None:
-            self._tgt_tokenizer = Tokenizer(self.data.tgt_spm)
-        src = self.data.ids("dev", "src")
-        limit = self.config.train.valid_sentences or len(src)
-        n = min(limit, len(src))
-        refs = self.data.text("dev", "tgt").read_text(encoding="utf-8").splitlines()[:n]
-        sources = [src[i][: self.config.train.max_len] for i in range(n)]
-        self.model.eval()
-        with self.autocast:
-            hyps = decode_ids(
-                self.model, sources, device=self.device, batch_size=128, with_attention=False
-            )
-        texts = [self._tgt_tokenizer.decode(nbest[0].tokens) for nbest in hyps]
-        return sacrebleu.corpus_bleu(texts, [refs]).score
-
+    # -- validation and checkpoints ------------------------------------------------------
     def _validate_and_save(self) -> None:
         """Rank 0 validates and saves; the others wait, then take its early-stopping state."""
         if self.ranks.main:
@@ -397,46 +304,38 @@ class Trainer:
         self.progress = Progress(**broadcast(asdict(self.progress), self.ranks))
 
     def _validate_on_main(self) -> None:
-        started = time.monotonic()
-        loss = self.dev_loss()
-        bleu = self.dev_bleu()
+        scores = self.validate(self.model)
         p = self.progress
-        score = bleu if bleu is not None else (-loss if loss is not None else float(p.step))
-        improved = score > p.best_bleu
+        improved = scores.score(p.step) > p.best_bleu
         if improved:
-            p.best_bleu, p.best_step, p.bad_validations = score, p.step, 0
-            self._save_best()
+            p.best_bleu, p.best_step, p.bad_validations = scores.score(p.step), p.step, 0
+            checkpoint.save_best(
+                self.model_dir, self.config.to_dict(), self._weights(), self._meta()
+            )
         else:
             p.bad_validations += 1
             if self.config.train.schedule == "plateau":
                 p.lr_scale *= self.config.train.decay_factor
         self._save_last()
-        self._emit(
+        self._emit(self._valid_event(scores, improved))
+
+    def _valid_event(self, scores: DevScores, improved: bool) -> Event:
+        p = self.progress
+        return Event(
+            "valid",
             {
-                "event": "valid",
                 "step": p.step,
                 "epoch": p.epoch + (0 if p.batch_index == 0 else 1),
-                "dev_loss": None if loss is None else round(loss, 4),
-                "dev_ppl": None if loss is None else round(math.exp(min(loss, 50)), 2),
-                "dev_bleu": None if bleu is None else round(bleu, 2),
+                **scores.fields(),
                 "best_bleu": round(p.best_bleu, 2),
                 "best_step": p.best_step,
                 "improved": improved,
-                "seconds": round(time.monotonic() - started, 1),
-            }
+                "seconds": scores.seconds,
+            },
         )
 
-    # -- checkpoints ------------------------------------------------------------------------
     def _weights(self) -> dict[str, torch.Tensor]:
         return {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
-
-    def _save_best(self) -> None:
-        meta = self._meta()
-        checkpoint.save(
-            self.model_dir / checkpoint.MODEL_FILE,
-            {"config": self.config.to_dict(), "weights": self._weights(), "meta": meta},
-        )
-        checkpoint.write_json(self.model_dir / checkpoint.META_FILE, meta)
 
     def _meta(self) -> dict[str, Any]:
         import nmt_cli
@@ -461,59 +360,45 @@ class Trainer:
     def _save_last(self) -> None:
         if not self.ranks.main:
             return
-        rng = {"torch": torch.get_rng_state()}
-        if torch.cuda.is_available():
-            rng["cuda"] = torch.cuda.get_rng_state_all()
         progress = asdict(self.progress)
         # The data position is kept in global batches, so any number of ranks can resume it.
         progress["batch_index"] = self.progress.batch_index * self.ranks.world
-        checkpoint.save(
-            self.model_dir / checkpoint.LAST_FILE,
-            {
-                "config": self.config.to_dict(),
-                "weights": self._weights(),
-                "optimizer": self.optimizer.state_dict(),
-                "progress": progress,
-                "rng": rng,
-                "scaler": self.scaler.state_dict() if self.scaler else None,
-                "data_fingerprint": self.data.fingerprint,
-            },
-        )
+        state = {
+            "config": self.config.to_dict(),
+            "weights": self._weights(),
+            "optimizer": self.optimizer.state_dict(),
+            "progress": progress,
+            "scaler": self.scaler.state_dict() if self.scaler else None,
+            "data_fingerprint": self.data.fingerprint,
+        }
+        checkpoint.save_resume(self.model_dir, state)
 
     def resume(self) -> Progress:
         """Restore model, optimizer, schedule, step, data position, RNG and early-stopping state."""
-        payload = checkpoint.load(self.model_dir / checkpoint.LAST_FILE, map_location=self.device)
-        if payload.get("data_fingerprint") != self.data.fingerprint:
-            raise NmtError(
-                f"{self.model_dir} was trained on other data (fingerprint differs from "
-                f"{self.data.path}); resume with the same data directory or train anew"
-            )
-        try:
+
+        def restore(payload: dict) -> None:
             self.model.load_state_dict(payload["weights"])
             self.optimizer.load_state_dict(payload["optimizer"])
             self.progress = Progress(**payload["progress"])
-        except (KeyError, RuntimeError, TypeError, ValueError) as exc:
-            raise NmtError(
-                f"{self.model_dir / checkpoint.LAST_FILE} does not match this configuration "
-                f"({type(exc).__name__}); resume with the same options or train anew"
-            ) from None
+
+        data = self.data
+        payload = checkpoint.load_resume(
+            self.model_dir, self.device, data.fingerprint, data.path, restore
+        )
         self.progress.batch_index //= self.ranks.world
-        torch.set_rng_state(payload["rng"]["torch"].cpu())
-        if "cuda" in payload["rng"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all([s.cpu() for s in payload["rng"]["cuda"]])
         if self.ranks.distributed:
             torch.manual_seed(self.config.train.seed + 7919 * self.ranks.rank + self.progress.step)
         if self.scaler is not None and payload.get("scaler"):
             self.scaler.load_state_dict(payload["scaler"])
-        self._emit({"event": "resumed", **asdict(self.progress)})
+        self._emit(Event("resumed", asdict(self.progress)))
         return self.progress
 
     def _emit(self, event: Event) -> None:
         if not self.ranks.main:
             return
-        event = {"time": round(time.time(), 3), **event}
-        with open(self.model_dir / "train.jsonl", "a", encoding="utf-8") as log:
-            log.write(json.dumps(event) + "\n")
+        record = {"time": round(time.time(), 3), **event.record()}
+        with open(self.model_dir / checkpoint.LOG_FILE, "a", encoding="utf-8") as log:
+            log.write(json.dumps(record) + "\n")
         self.on_event(event)
 
 
@@ -550,22 +435,3 @@ class _Window:
 
     def mean_loss(self) -> float:
         return self.loss / max(1, self.steps)
-
-
-def copy_tokenizers(data: DataDir, model_dir: Path) -> None:
-    """Make the model directory self-contained: translation needs only it."""
-    for source, name in ((data.src_spm, checkpoint.SRC_SPM), (data.tgt_spm, checkpoint.TGT_SPM)):
-        target = model_dir / name
-        tmp = target.with_suffix(".tmp")
-        shutil.copyfile(source, tmp)
-        tmp.replace(target)
-
-
-__all__ = [
-    "Objective",
-    "Progress",
-    "Trainer",
-    "batch_loss",
-    "collate",
-    "copy_tokenizers",
-]

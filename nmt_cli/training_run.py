@@ -5,13 +5,13 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from nmt_cli import checkpoint
 from nmt_cli.config import Config, resolve
 from nmt_cli.errors import NmtError
+from nmt_cli.progress import Event, OnEvent, ignore
 
 
 def _with_vocab(config: Config, src_vocab: int, tgt_vocab: int) -> Config:
@@ -34,7 +34,7 @@ def _prepare_model_dir(output: Path, resume: bool, force: bool) -> None:
     if has_model and not resume and not force:
         hint = "add --resume to continue it or --force to start afresh"
         if not (output / checkpoint.LAST_FILE).exists():
-            hint = "add --force to start afresh (it has no checkpoints/last.pt to resume)"
+            hint = f"add --force to start afresh (it has no {checkpoint.LAST_FILE} to resume)"
         raise NmtError(f"{output} already holds a model: {hint}")
     output.mkdir(parents=True, exist_ok=True)
 
@@ -69,7 +69,7 @@ def run_training(
     overrides: dict[str, dict[str, Any]],
     resume: bool = False,
     force: bool = False,
-    on_event: Callable[[dict], None] = lambda e: None,
+    on_event: OnEvent = ignore,
 ):
     """Train a model into `output`; returns the final Progress."""
     from nmt_cli.data.datadir import load_data_dir
@@ -96,37 +96,45 @@ def run_training(
 def _train_ranked(data, output: Path, config: Config, ranks, resume: bool, force: bool, on_event):
     from nmt_cli.distributed import barrier
     from nmt_cli.lock import directory_lock
-    from nmt_cli.shortlist import SHORTLIST_FILE, write_shortlist
-    from nmt_cli.trainer import Trainer, copy_tokenizers
+    from nmt_cli.shortlist import shortlist_of
+    from nmt_cli.trainer import Trainer
 
     barrier(ranks)
     lock = directory_lock(output) if ranks.main else contextlib.nullcontext()
     with lock, _StopOnSignal() as stop:
         if force and not resume and ranks.main:
-            for name in (
-                checkpoint.MODEL_FILE,
-                checkpoint.LAST_FILE,
-                checkpoint.META_FILE,
-                "train.jsonl",
-            ):
-                (output / name).unlink(missing_ok=True)
+            checkpoint.remove_training_files(output)
         trainer = Trainer(config, data, output, on_event=on_event, stop=stop, ranks=ranks)
         if ranks.main:
             checkpoint.write_json(output / checkpoint.CONFIG_FILE, config.to_dict())
-            copy_tokenizers(data, output)
+            checkpoint.copy_tokenizers(data.src_spm, data.tgt_spm, output)
             on_event(
-                {
-                    "event": "config",
-                    "config": config.to_dict(),
-                    "device": str(trainer.device),
-                    "parameters": sum(p.numel() for p in trainer.model.parameters()),
-                    "train_pairs": len(trainer.train_rows),
-                    "output": str(output),
-                }
+                Event(
+                    "config",
+                    {
+                        "config": config.to_dict(),
+                        "device": str(trainer.device),
+                        "parameters": sum(p.numel() for p in trainer.model.parameters()),
+                        "train_pairs": len(trainer.train_rows),
+                        "output": str(output),
+                    },
+                )
             )
         if resume:
             trainer.resume()  # refuses other data before anything more is written
-        shortlist = output / SHORTLIST_FILE
+        shortlist = output / checkpoint.SHORTLIST_FILE
         if ranks.main and not (resume and shortlist.exists()):
-            write_shortlist(data, output)
+            shortlist_of(data).save(shortlist)
         return trainer.train()
+
+
+def write_shortlist(data_dir: Path, model_dir: Path) -> Path:
+    """(Re)write the lexical shortlist of a model from the data directory it was trained on."""
+    from nmt_cli.data.datadir import load_data_dir
+    from nmt_cli.shortlist import shortlist_of
+
+    data = load_data_dir(data_dir)
+    checkpoint.check_trained_on(model_dir, data.fingerprint, data.path)
+    path = model_dir / checkpoint.SHORTLIST_FILE
+    shortlist_of(data).save(path)
+    return path

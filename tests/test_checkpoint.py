@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from nmt_cli import checkpoint
+from nmt_cli.checkpoint import build_model
 from nmt_cli.config import Config, ModelConfig
 from nmt_cli.errors import ArtifactError
 from nmt_cli.model.seq2seq import Seq2Seq
-from nmt_cli.translator import build_model
 
 
 def small_config() -> Config:

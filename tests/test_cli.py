@@ -93,7 +93,7 @@ def test_translate_batch_size_does_not_change_output(toy_model_dir):
 
 
 def test_repeated_lines_are_decoded_once_per_chunk(toy_model_dir, monkeypatch):
-    import nmt_cli.translator as translator_module
+    import nmt_cli.decoding as translator_module
     from nmt_cli.translator import SearchOptions, Translator
 
     translator = Translator.load(toy_model_dir)
@@ -116,7 +116,8 @@ def test_repeated_lines_are_decoded_once_per_chunk(toy_model_dir, monkeypatch):
 
 @pytest.mark.parametrize("beam", [1, 3])
 def test_a_search_without_attention_finds_the_same_hypotheses(toy_model_dir, beam):
-    from nmt_cli.translator import SearchOptions, Translator, decode_ids
+    from nmt_cli.decoding import decode_ids
+    from nmt_cli.translator import SearchOptions, Translator
 
     translator = Translator.load(toy_model_dir)
     sources = [translator._encode_source(line)[0] for line in ["apple river", "green bird sun"]]

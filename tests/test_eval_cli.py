@@ -190,7 +190,7 @@ def test_plot_with_an_unknown_format_is_refused(tmp_path):
 
 def test_plot_without_matplotlib_names_the_extra(monkeypatch, tmp_path):
     from nmt_cli.errors import ConfigError
-    from nmt_cli.render.scores import require_matplotlib
+    from nmt_cli.render.plot import require_matplotlib
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` fail
     with pytest.raises(ConfigError, match=re.escape("pip install 'nmt-cli[plot]'")):

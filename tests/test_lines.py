@@ -12,7 +12,8 @@ from nmt_cli.alignment import read_gold
 from nmt_cli.errors import InputError
 from nmt_cli.evaluate import read_lines as read_scored_lines
 from nmt_cli.lines import count_lines, iter_lines, read_lines
-from nmt_cli.render import prepare_report
+from nmt_cli.progress import count
+from nmt_cli.render import progress as render_progress
 
 
 def _file(tmp_path, name: str, data: bytes):
@@ -68,16 +69,17 @@ def test_gold_alignments_are_read_by_the_same_rule(tmp_path):
 
 def test_plain_progress_prints_long_steps_only(monkeypatch):
     clock = iter([0.0, 1.0, 2.0, 100.0, 100.0, 131.0, 140.0])
-    monkeypatch.setattr(prepare_report.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(render_progress.time, "monotonic", lambda: next(clock))
     out = io.StringIO()
-    with prepare_report.prepare_progress(Console(file=out, force_terminal=False)) as progress:
-        progress("training SentencePiece (src+tgt)", 0, None)  # t=0
-        progress("training SentencePiece (src+tgt)", 1, 1)  # t=1: short, no line
-        progress("reading a + b", 0, None)  # t=2
-        progress("reading a + b", 500_000, None)  # t=100: over 30 s since start
-        progress("reading a + b", 600_000, None)  # t=100: printed just now, quiet
-        progress("reading a + b", 900_000, None)  # t=131
-        progress("reading a + b", 1_000_000, 1_000_000)  # t=140: done
+    console = Console(file=out, force_terminal=False)
+    with render_progress.count_display(console, "prepare") as show:
+        show(count("training SentencePiece (src+tgt)", 0, None))  # t=0
+        show(count("training SentencePiece (src+tgt)", 1, 1))  # t=1: short, no line
+        show(count("reading a + b", 0, None))  # t=2
+        show(count("reading a + b", 500_000, None))  # t=100: over 30 s since start
+        show(count("reading a + b", 600_000, None))  # t=100: printed just now, quiet
+        show(count("reading a + b", 900_000, None))  # t=131
+        show(count("reading a + b", 1_000_000, 1_000_000))  # t=140: done
     lines = out.getvalue().splitlines()
     assert lines[0].startswith(
         "prepare: reading a + b: 500,000 pairs, 5,102 pairs/s, 98.0 s so far"

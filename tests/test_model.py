@@ -10,9 +10,10 @@ import torch
 from nmt_cli.batching import collate, make_batches
 from nmt_cli.config import ModelConfig
 from nmt_cli.errors import ConfigError
+from nmt_cli.loss import batch_loss
 from nmt_cli.model.attention import build_attention
-from nmt_cli.model.seq2seq import PAD_ID, Seq2Seq
-from nmt_cli.trainer import batch_loss
+from nmt_cli.model.seq2seq import Seq2Seq
+from nmt_cli.specials import PAD_ID
 
 VOCAB = 40
 

@@ -6,9 +6,10 @@ import torch
 from cli_runner import invoke
 from torch.ao.nn.quantized import dynamic as qdynamic
 
+from nmt_cli.checkpoint import quantize_model
 from nmt_cli.model.gru import FastGRU
-from nmt_cli.model.seq2seq import BOS_ID
-from nmt_cli.translator import Translator, quantize_model
+from nmt_cli.specials import BOS_ID
+from nmt_cli.translator import Translator
 
 
 def test_every_linear_and_recurrent_layer_is_quantized(toy_model_dir):

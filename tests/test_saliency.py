@@ -12,7 +12,8 @@ from cli_runner import invoke
 from nmt_cli.aligner import AlignOptions, align_pair
 from nmt_cli.batching import collate
 from nmt_cli.errors import ConfigError
-from nmt_cli.model.seq2seq import BOS_ID, PAD_ID, Seq2Seq
+from nmt_cli.model.seq2seq import Seq2Seq
+from nmt_cli.specials import BOS_ID, PAD_ID
 from nmt_cli.translator import Translator
 
 PAIR = ("green bird sun", "SUN BIRD GREEN")

@@ -10,14 +10,9 @@ import pytest
 import torch
 from cli_runner import invoke
 
+from nmt_cli.checkpoint import SHORTLIST_FILE
 from nmt_cli.errors import ArtifactError
-from nmt_cli.shortlist import (
-    SHORTLIST_FILE,
-    Shortlist,
-    build_shortlist,
-    lexical_table,
-    main,
-)
+from nmt_cli.shortlist import Shortlist, build_shortlist, lexical_table
 from nmt_cli.translator import SearchOptions, Translator
 
 # Source ids 4, 5, 6 translate as 14, 15, 16; 20 is a target word with no source (an article).
@@ -69,7 +64,7 @@ def test_shortlist_round_trip_and_clear_errors(tmp_path):
     loaded = Shortlist.load(path)
     np.testing.assert_array_equal(loaded.candidates, shortlist.candidates)
     np.testing.assert_array_equal(loaded.always, shortlist.always)
-    with pytest.raises(ArtifactError, match="python -m nmt_cli.shortlist"):
+    with pytest.raises(ArtifactError, match="nmt shortlist"):
         Shortlist.load(tmp_path / "missing" / SHORTLIST_FILE)
     path.write_bytes(b"not a numpy file")
     with pytest.raises(ArtifactError, match="not a shortlist"):
@@ -137,7 +132,7 @@ def test_a_sentence_is_translated_over_its_own_shortlist_whatever_its_batch(toy_
 
 @pytest.mark.parametrize(("beam", "nbest"), [(1, 1), (3, 3)])
 def test_each_sentence_keeps_to_its_own_small_shortlist_in_any_batch(toy_model_dir, beam, nbest):
-    from nmt_cli.translator import decode_ids
+    from nmt_cli.decoding import decode_ids
 
     translator = Translator.load(toy_model_dir)
     src_vocab = translator.model.config.src_vocab_size
@@ -177,11 +172,15 @@ def test_a_shortlist_that_does_not_fit_the_model_is_refused(toy_model_dir, tmp_p
         assert "Traceback" not in result.output
 
 
+def _output_rows(generator, ids):
+    from nmt_cli.model.seq2seq import OutputLayer
+
+    return OutputLayer.of(generator).rows(ids)
+
+
 @pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
 def test_a_per_channel_int8_layer_keeps_its_int8_values():
     from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
-
-    from nmt_cli.model.seq2seq import _output_rows
 
     torch.manual_seed(0)
     layer = torch.nn.Sequential(torch.nn.Linear(16, 40))
@@ -193,8 +192,6 @@ def test_a_per_channel_int8_layer_keeps_its_int8_values():
 
 
 def test_rows_of_the_output_layer_match_the_whole_layer_float_and_int8(toy_model_dir):
-    from nmt_cli.model.seq2seq import _output_rows
-
     float_model = Translator.load(toy_model_dir).model
     int8_model = Translator.load(toy_model_dir, quantize=True).model
     ids = torch.tensor([0, 3, 5, 7, 11])
@@ -216,25 +213,25 @@ def test_translate_cli_with_shortlist(toy_model_dir, tmp_path):
     for name in ("model.pt", "config.json", "meta.json", "src.model", "tgt.model"):
         (bare / name).write_bytes((toy_model_dir / name).read_bytes())
     result = invoke("translate", "-m", bare, "--shortlist", input="apple\n")
-    assert result.exit_code == 3 and "python -m nmt_cli.shortlist" in result.stderr
+    assert result.exit_code == 3 and "nmt shortlist" in result.stderr
     assert "Traceback" not in result.output
 
 
-def test_module_entry_point_writes_the_shortlist(toy_data_dir, toy_model_dir, tmp_path, capsys):
+def test_shortlist_command_writes_the_shortlist(toy_data_dir, toy_model_dir, tmp_path):
     target = tmp_path / "model"
     target.mkdir()
-    assert main([str(toy_data_dir), str(target)]) == 0
+    assert invoke("shortlist", toy_data_dir, target).exit_code == 0
     written = Shortlist.load(target / SHORTLIST_FILE)
     original = Shortlist.load(toy_model_dir / SHORTLIST_FILE)
     np.testing.assert_array_equal(written.candidates, original.candidates)
-    assert main([str(toy_data_dir), str(tmp_path / "nope")]) == 3
-    assert "not a directory" in capsys.readouterr().err
+    result = invoke("shortlist", toy_data_dir, tmp_path / "nope")
+    assert result.exit_code == 3 and "not a directory" in result.stderr
     meta = toy_model_dir / "meta.json"
     (target / "meta.json").write_text(
         meta.read_text().replace('"data_fingerprint": "', '"data_fingerprint": "x')
     )
-    assert main([str(toy_data_dir), str(target)]) == 3
-    assert "trained on other data" in capsys.readouterr().err
+    result = invoke("shortlist", toy_data_dir, target)
+    assert result.exit_code == 3 and "trained on other data" in result.stderr
 
 
 def test_resume_keeps_the_shortlist_a_fresh_run_rewrites_it(toy_model_dir, toy_data_dir, tmp_path):

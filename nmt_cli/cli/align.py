@@ -7,14 +7,21 @@ from pathlib import Path
 import typer
 
 from nmt_cli.cli.boundary import command_boundary
+from nmt_cli.cli.options import (
+    beam_option,
+    check_device_options,
+    device_option,
+    in_panel,
+    model_option,
+    threads_option,
+)
 
-_EXTRACT = "Extraction"
-_OUTPUT = "Output"
+_extract, _output = in_panel("Extraction"), in_panel("Output")
 
 
 @command_boundary
 def align(
-    model: Path = typer.Option(..., "-m", "--model", help="Model directory (source → target)."),
+    model: Path = model_option(help="Model directory (source → target) written by `nmt train`."),
     src: Path | None = typer.Option(None, "--src", help="Source sentences (with --tgt)."),
     tgt: Path | None = typer.Option(None, "--tgt", help="Target sentences (with --src)."),
     tsv: Path | None = typer.Option(None, "--tsv", help="source<TAB>target lines."),
@@ -27,82 +34,59 @@ def align(
     reverse_model: Path | None = typer.Option(
         None, "--reverse-model", help="Target → source model: symmetrise both directions."
     ),
-    symmetrize: str = typer.Option(
+    symmetrize: str = _extract(
         "grow-diag-final-and",
-        help="intersection, union, grow-diag, grow-diag-final, grow-diag-final-and, or mean "
+        "intersection, union, grow-diag, grow-diag-final, grow-diag-final-and, or mean "
         "(average both directions' weights, then --method).",
-        rich_help_panel=_EXTRACT,
     ),
-    unit: str = typer.Option(
-        "word", help="word, char (Chinese/Japanese) or piece.", rich_help_panel=_EXTRACT
-    ),
-    method: str = typer.Option(
+    unit: str = _extract("word", "word, char (Chinese/Japanese) or piece."),
+    method: str = _extract(
         "argmax",
-        help="argmax per target word; mutual (a cell strongest in its row and its column); "
+        "argmax per target word; mutual (a cell strongest in its row and its column); "
         "or threshold.",
-        rich_help_panel=_EXTRACT,
     ),
-    threshold: float = typer.Option(
-        0.5, help="Weight threshold for --method threshold.", rich_help_panel=_EXTRACT
-    ),
-    grow_threshold: float = typer.Option(
+    threshold: float = _extract(0.5, "Weight threshold for --method threshold."),
+    grow_threshold: float = _extract(
         0.0,
-        help="Also link neighbours (diagonals included) of a link whose weight reaches this "
+        "Also link neighbours (diagonals included) of a link whose weight reaches this "
         "lower threshold while one of their words is unaligned; 0: off.",
-        rich_help_panel=_EXTRACT,
     ),
-    corpus_prior: float = typer.Option(
+    corpus_prior: float = _extract(
         0.0,
-        help="Second pass: mix this share (0-1) of each word pair's link rate over the whole "
+        "Second pass: mix this share (0-1) of each word pair's link rate over the whole "
         "input into the weights, thresholds then apply to the mix (0.5 recommended; output "
         "comes after the input ends; views show the models' own weights); 0: off.",
-        rich_help_panel=_EXTRACT,
     ),
-    shift: int = typer.Option(
-        0, help="Align target word t with the attention of step t+SHIFT.", rich_help_panel=_EXTRACT
-    ),
-    weights: str = typer.Option(
+    shift: int = _extract(0, "Align target word t with the attention of step t+SHIFT."),
+    weights: str = _extract(
         "attention",
-        help="attention; saliency (gradient × input: how much each source word moves the "
+        "attention; saliency (gradient × input: how much each source word moves the "
         "probability of each target word); or both (their mean).",
-        rich_help_panel=_EXTRACT,
     ),
-    include_eos: bool = typer.Option(
+    include_eos: bool = _extract(
         False,
+        "Keep end-of-sentence as a word (a word drawn to it stays unaligned).",
         "--include-eos",
-        help="Keep end-of-sentence as a word (a word drawn to it stays unaligned).",
-        rich_help_panel=_EXTRACT,
     ),
-    view: str = typer.Option(
-        "auto",
-        help="heatmap, links, none, or auto (heatmap when stdout is a terminal).",
-        rich_help_panel=_OUTPUT,
+    view: str = _output(
+        "auto", "heatmap, links, none, or auto (heatmap when stdout is a terminal)."
     ),
-    json_output: bool = typer.Option(
-        False, "--json", help="One JSON object per pair on stdout.", rich_help_panel=_OUTPUT
+    json_output: bool = _output(False, "One JSON object per pair on stdout.", "--json"),
+    gold: Path | None = _output(
+        None, "Gold alignments (Pharaoh or NAACL 2003): report AER.", "--gold"
     ),
-    gold: Path | None = typer.Option(
-        None,
-        "--gold",
-        help="Gold alignments (Pharaoh or NAACL 2003): report AER.",
-        rich_help_panel=_OUTPUT,
+    png: Path | None = _output(
+        None, "Draw the first pair's heatmap to this PNG (matplotlib).", "--png"
     ),
-    png: Path | None = typer.Option(
-        None,
-        "--png",
-        help="Draw the first pair's heatmap to this PNG (matplotlib).",
-        rich_help_panel=_OUTPUT,
-    ),
-    beam: int = typer.Option(5, help="Beam size when translating source-only input."),
-    device: str = typer.Option("auto", help="auto, cpu or cuda."),
-    threads: int = typer.Option(0, help="CPU threads (0: torch default)."),
+    beam: int = beam_option(help="Beam size when translating source-only input (1 = greedy)."),
+    device: str = device_option(),
+    threads: int = threads_option(),
 ) -> None:
     """Word alignments from attention (or saliency): heatmaps, Pharaoh links, AER against gold."""
     import sys
 
     from nmt_cli.aligner import AlignOptions
     from nmt_cli.cli.align_output import AlignOutput
-    from nmt_cli.cli.options import check_device, check_threads
     from nmt_cli.errors import ConfigError
     from nmt_cli.translator import SearchOptions, Translator
 
@@ -121,8 +105,7 @@ def align(
     )
     _check_options(options)
     search = SearchOptions(beam_size=beam).check()
-    check_device(device)
-    check_threads(threads)
+    check_device_options(device, threads)
     if png is not None:
         _check_png(png)
     pair_files = _checked_pair_files(src, tgt, tsv, input)
@@ -141,7 +124,7 @@ def align(
 
 def _check_png(png: Path) -> None:
     from nmt_cli.errors import InputError
-    from nmt_cli.render.scores import check_plot_path
+    from nmt_cli.render.plot import check_plot_path
 
     if not png.parent.is_dir():
         raise InputError(

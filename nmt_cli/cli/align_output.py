@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from nmt_cli.cli.boundary import stderr_console
+from nmt_cli.cli.boundary import stderr_console, warn
 
 
 class AlignOutput:
@@ -97,13 +97,11 @@ class AlignOutput:
                 "were aligned: give the gold file of these sentence pairs"
             )
         problems = check_range(gold, [s for s, _ in self.lengths], [t for _, t in self.lengths])
-        console = stderr_console()
         for problem in problems[:5]:
-            console.print(f"[yellow]warning:[/] {self.gold_path}: {problem}")
+            warn(f"{self.gold_path}: {problem}")
         if len(problems) > 5:
-            console.print(
-                f"[yellow]warning:[/] … and {len(problems) - 5} more out-of-range gold links"
-            )
+            warn(f"… and {len(problems) - 5} more out-of-range gold links")
+        console = stderr_console()
         score = score_alignments(self.predicted, gold)
         console.print(
             f"AER {score.aer * 100:.2f}%  precision {score.precision * 100:.2f}%  "

@@ -7,11 +7,40 @@ imported inside the command bodies so that `nmt --help` answers fast.
 from __future__ import annotations
 
 import typer
+import typer.core
 
 from nmt_cli import __version__
-from nmt_cli.cli import align, evaluate, prepare, train, translate
+from nmt_cli.cli import align, evaluate, prepare, shortlist, train, translate
+
+
+class _HelpAsWritten:
+    """Help text shown as written: rich markup is escaped, so "[model]" stays "[model]".
+
+    Escaped when help is asked for only, so that a command that runs never imports rich.
+    """
+
+    def format_help(self, ctx, formatter) -> None:
+        from rich.markup import escape
+
+        for item in (self, *getattr(self, "commands", {}).values(), *self.params):
+            for name in ("help", "short_help"):
+                text = getattr(item, name, None)
+                if text and not getattr(item, "_escaped_" + name, False):
+                    setattr(item, name, escape(text))
+                    setattr(item, "_escaped_" + name, True)
+        super().format_help(ctx, formatter)
+
+
+class _Command(_HelpAsWritten, typer.core.TyperCommand):
+    pass
+
+
+class _Group(_HelpAsWritten, typer.core.TyperGroup):
+    pass
+
 
 app = typer.Typer(
+    cls=_Group,
     name="nmt",
     help="Attention-based neural machine translation: prepare → train → translate → eval → align.",
     no_args_is_help=True,
@@ -36,11 +65,12 @@ def _root(
     """Attention-based neural machine translation: prepare → train → translate → eval → align."""
 
 
-app.command("prepare")(prepare.prepare)
-app.command("train")(train.train)
-app.command("translate")(translate.translate)
-app.command("eval")(evaluate.evaluate)
-app.command("align")(align.align)
+app.command("prepare", cls=_Command)(prepare.prepare)
+app.command("train", cls=_Command)(train.train)
+app.command("translate", cls=_Command)(translate.translate)
+app.command("eval", cls=_Command)(evaluate.evaluate)
+app.command("align", cls=_Command)(align.align)
+app.command("shortlist", cls=_Command)(shortlist.shortlist)
 
 
 def main() -> None:

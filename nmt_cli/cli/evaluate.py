@@ -11,34 +11,22 @@ from pathlib import Path
 import typer
 
 from nmt_cli.cli.boundary import command_boundary
+from nmt_cli.cli.options import batch_size_option, beam_option, given, model_option
 
 
 @command_boundary
 def evaluate(
-    hyp: Path | None = typer.Option(
-        None,
-        "--hyp",
-        metavar="FILE",
-        help="Translations to score, one sentence per line (plain or .gz).",
+    hyp: Path | None = given(
+        "--hyp", "Translations to score, one sentence per line (plain or .gz).", "FILE"
     ),
-    ref: list[Path] | None = typer.Option(
-        None,
-        "--ref",
-        metavar="FILE",
-        help="Reference translations; repeat --ref for several references.",
+    ref: list[Path] | None = given(
+        "--ref", "Reference translations; repeat --ref for several references.", "FILE"
     ),
-    src: Path | None = typer.Option(
-        None,
-        "--src",
-        metavar="FILE",
-        help="Source sentences: what -m translates and --by-length measures.",
+    src: Path | None = given(
+        "--src", "Source sentences: what -m translates and --by-length measures.", "FILE"
     ),
-    model: Path | None = typer.Option(
-        None,
-        "-m",
-        "--model",
-        metavar="MODEL_DIR",
-        help="Translate --src with this model directory, then score.",
+    model: Path | None = model_option(
+        None, help="Translate --src with this model directory (from `nmt train`), then score."
     ),
     metrics: str = typer.Option(
         "bleu,chrf,ter", "--metrics", help="Comma-separated: bleu, chrf, chrf++, ter."
@@ -49,29 +37,20 @@ def evaluate(
     buckets: str = typer.Option(
         "10,20,30,40", "--buckets", help="Upper bounds of the length buckets; the last is open."
     ),
-    plot: Path | None = typer.Option(
-        None,
-        "--plot",
-        metavar="FILE.png",
-        help="Also draw BLEU by length to this picture (needs matplotlib).",
+    plot: Path | None = given(
+        "--plot", "Also draw BLEU by length to this picture (needs matplotlib).", "FILE.png"
     ),
-    compare: Path | None = typer.Option(
-        None,
-        "--compare",
-        metavar="HYP2",
-        help="Second system: paired bootstrap test on the first metric.",
+    compare: Path | None = given(
+        "--compare", "Second system: paired bootstrap test on the first metric.", "HYP2"
     ),
     json_output: bool = typer.Option(
         False, "--json", help="Print one JSON object on stdout instead of text lines."
     ),
-    save_hyp: Path | None = typer.Option(
-        None,
-        "--save-hyp",
-        metavar="FILE",
-        help="With -m: also write the translations to this file.",
+    save_hyp: Path | None = given(
+        "--save-hyp", "With -m: also write the translations to this file.", "FILE"
     ),
-    beam: int = typer.Option(5, "--beam", help="With -m: beam size (1 = greedy)."),
-    batch_size: int = typer.Option(64, "--batch-size", help="With -m: sentences per batch."),
+    beam: int = beam_option(help="With -m: beam size (1 = greedy)."),
+    batch_size: int = batch_size_option(help="With -m: sentences per batch."),
 ) -> None:
     """Score translations with sacreBLEU, by source length, or against a second system."""
     from nmt_cli.evaluate import evaluate_corpus
@@ -82,13 +61,17 @@ def evaluate(
     _check_model_options(model, save_hyp)
     metric_names, bounds = _parse_metrics(metrics), _parse_buckets(buckets)
     if plot is not None:
-        from nmt_cli.render.scores import check_plot_path
+        from nmt_cli.render.plot import check_plot_path
 
         check_plot_path(plot)
     texts = _read_inputs(hyp, refs_paths, src, compare)
     hyps, name_a = texts["hyp"], str(hyp)
     if model is not None:
-        hyps = _translate(model, texts["src"], beam, batch_size, save_hyp)
+        from nmt_cli.translator import SearchOptions, Translator
+
+        search = SearchOptions(beam_size=beam, batch_size=batch_size).check()
+        translator = Translator.load(model, device="auto")
+        hyps = _translate(translator, texts["src"], search, save_hyp)
         name_a = str(save_hyp or f"{model} on {src}")
     sources = texts["src"] if with_length else None
     report = evaluate_corpus(hyps, texts["refs"], metric_names, sources, bounds, texts["compare"])
@@ -166,28 +149,17 @@ def _read_inputs(
     return texts
 
 
-def _translate(
-    model: Path, sources: list[str], beam: int, batch_size: int, save_hyp: Path | None
-) -> list[str]:
+def _translate(translator, sources: list[str], options, save_hyp: Path | None) -> list[str]:
     """Translate the source lines with the model, showing progress on stderr."""
-    from rich.progress import track
-
     from nmt_cli.cli.boundary import stderr_console, warn
-    from nmt_cli.translator import SearchOptions, Translator
+    from nmt_cli.progress import count
+    from nmt_cli.render.progress import count_display
 
-    options = SearchOptions(beam_size=beam, batch_size=batch_size).check()
-    translator = Translator.load(model, device="auto")
-    console = stderr_console()
-    stream = translator.translate_lines(sources, options)
-    progress = track(
-        stream,
-        "translating",
-        total=len(sources),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
-    )
-    translations = list(progress)
+    translations = []
+    with count_display(stderr_console(), "eval") as show:
+        for translation in translator.translate_lines(sources, options):
+            translations.append(translation)
+            show(count("translating", len(translations), len(sources)))
     cut = sum(1 for t in translations if getattr(t, "truncated", False))
     if cut:
         warn(f"{cut:,} source lines were longer than the model's limit and were cut")
@@ -211,7 +183,9 @@ def _show(report, files: dict, json_output: bool, plot: Path | None) -> None:
     if report.comparison is not None:
         console.print(render.comparison_table(report.comparison, files["hyp"], files["compare"]))
     if plot is not None:
-        render.save_length_plot(report.by_length, report.length_unit, plot)
+        from nmt_cli.render.plot import save_length_plot
+
+        save_length_plot(report.by_length, report.length_unit, plot)
         console.print(f"wrote {plot}", markup=False)
     if json_output:
         typer.echo(render.report_json(report, files))

@@ -1,33 +1,63 @@
-"""Checks of option values that several commands share, made before any model is loaded.
+"""The options several commands share: one declaration, one help text and one check each.
 
-torch would reject a bad device or thread count with its own traceback, and a NaN length
-penalty would make beam search loop: each is refused here with the option's name instead.
+Each factory returns the `typer.Option` a command declares; `check_device_options` runs the
+checks that torch would otherwise answer with a traceback, before any model is loaded. The
+search options (--beam, --batch-size, …) are checked by `SearchOptions.check`.
 """
 
 from __future__ import annotations
 
-import math
-import re
+from typing import Any
 
-_DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+import typer
 
-
-def check_device(device: str) -> None:
-    from nmt_cli.errors import ConfigError
-
-    if not _DEVICE.match(device):
-        raise ConfigError(f"--device must be auto, cpu, cuda or cuda:N, got {device!r}")
+MODEL_HELP = "Model directory written by `nmt train`."
+DEVICE_HELP = "auto, cpu, cuda or cuda:N."
+THREADS_HELP = "CPU threads (0: torch's default, all cores)."
+BEAM_HELP = "Beam size (1 = greedy)."
+BATCH_SIZE_HELP = "Sentences per batch."
 
 
-def check_threads(threads: int) -> None:
-    from nmt_cli.errors import ConfigError
+def in_panel(panel: str):
+    """A factory of the options of one help panel: `(default, help, *flags)` → typer.Option."""
 
-    if threads < 0:
-        raise ConfigError(f"--threads must be 0 (torch's default) or more, got {threads}")
+    def option(default: Any, help: str, *flags: str) -> Any:
+        return typer.Option(default, *flags, help=help, rich_help_panel=panel)
+
+    return option
 
 
-def check_finite(option: str, value: float) -> None:
-    from nmt_cli.errors import ConfigError
+def given(flag: str, help: str, metavar: str | None = None, panel: str | None = None) -> Any:
+    """An option without a default (a file, a name): None when not given."""
+    return typer.Option(
+        None, flag, metavar=metavar, help=help, rich_help_panel=panel, show_default=False
+    )
 
-    if not math.isfinite(value):
-        raise ConfigError(f"{option} must be a finite number, got {value}")
+
+def model_option(default: Any = ..., help: str = MODEL_HELP) -> Any:
+    """-m/--model MODEL_DIR."""
+    return typer.Option(default, "-m", "--model", metavar="MODEL_DIR", help=help)
+
+
+def device_option(default: str | None = "auto", panel: str | None = None) -> Any:
+    return typer.Option(default, "--device", help=DEVICE_HELP, rich_help_panel=panel)
+
+
+def threads_option(default: int | None = 0, panel: str | None = None) -> Any:
+    return typer.Option(default, "--threads", help=THREADS_HELP, rich_help_panel=panel)
+
+
+def beam_option(panel: str | None = None, help: str = BEAM_HELP) -> Any:
+    return typer.Option(5, "--beam", "-b", help=help, rich_help_panel=panel)
+
+
+def batch_size_option(panel: str | None = None, help: str = BATCH_SIZE_HELP) -> Any:
+    return typer.Option(64, "--batch-size", help=help, rich_help_panel=panel)
+
+
+def check_device_options(device: str, threads: int) -> None:
+    """Refuse a --device or --threads value torch cannot take (ConfigError, exit 2)."""
+    from nmt_cli.device import check_device, check_threads
+
+    check_device(device)
+    check_threads(threads)

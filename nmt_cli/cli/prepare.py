@@ -7,12 +7,14 @@ from pathlib import Path
 import typer
 
 from nmt_cli.cli.boundary import command_boundary, stderr_console, warn
+from nmt_cli.cli.options import given, in_panel
 
-_IN, _SPLIT, _CLEAN, _SPM, _OUT = "Input", "Dev/test", "Cleaning", "SentencePiece", "Output"
+_IN, _SPLIT, _SPM = "Input", "Dev/test", "SentencePiece"
+_split, _clean, _spm, _out = (in_panel(p) for p in (_SPLIT, "Cleaning", _SPM, "Output"))
 
 
 def _file(flag: str, text: str, panel: str = _IN):
-    return typer.Option(None, flag, help=text, rich_help_panel=panel, show_default=False)
+    return given(flag, text, panel=panel)
 
 
 @command_boundary
@@ -32,38 +34,22 @@ def prepare(
     test_src: Path | None = _file("--test-src", "Test source file (only normalised).", _SPLIT),
     test_tgt: Path | None = _file("--test-tgt", "Test target file.", _SPLIT),
     test_tsv: Path | None = _file("--test-tsv", "Test pairs as one TSV file.", _SPLIT),
-    dev_size: int = typer.Option(
-        0, help="Hold out this many cleaned training pairs as dev.", rich_help_panel=_SPLIT
+    dev_size: int = _split(0, "Hold out this many cleaned training pairs as dev."),
+    test_size: int = _split(0, "Hold out this many cleaned training pairs as test."),
+    seed: int = _split(1, "Seed of the held-out sample and SentencePiece."),
+    max_len: int = _clean(
+        100, "Drop pairs with a side longer than this many words (CJK: characters). 0: no limit."
     ),
-    test_size: int = typer.Option(
-        0, help="Hold out this many cleaned training pairs as test.", rich_help_panel=_SPLIT
-    ),
-    seed: int = typer.Option(
-        1, help="Seed of the held-out sample and SentencePiece.", rich_help_panel=_SPLIT
-    ),
-    max_len: int = typer.Option(
-        100,
-        help="Drop pairs with a side longer than this many words (CJK: characters). 0: no limit.",
-        rich_help_panel=_CLEAN,
-    ),
-    max_ratio: float = typer.Option(
+    max_ratio: float = _clean(
         3.0,
-        help="Drop pairs whose longer side is this many times the shorter (in words; "
+        "Drop pairs whose longer side is this many times the shorter (in words; "
         "1.5 CJK characters count as a word). 0: no limit.",
-        rich_help_panel=_CLEAN,
     ),
-    dedup: bool = typer.Option(
-        True, "--dedup/--no-dedup", help="Drop repeated training pairs.", rich_help_panel=_CLEAN
-    ),
-    vocab_size: int = typer.Option(
-        8000, help="Pieces per SentencePiece model.", rich_help_panel=_SPM
-    ),
-    model_type: str = typer.Option("unigram", help="unigram or bpe.", rich_help_panel=_SPM),
-    joint: bool = typer.Option(
-        True,
-        "--joint/--separate",
-        help="One model for both languages, or one per language.",
-        rich_help_panel=_SPM,
+    dedup: bool = _clean(True, "Drop repeated training pairs.", "--dedup/--no-dedup"),
+    vocab_size: int = _spm(8000, "Pieces per SentencePiece model."),
+    model_type: str = _spm("unigram", "unigram or bpe."),
+    joint: bool = _spm(
+        True, "One model for both languages, or one per language.", "--joint/--separate"
     ),
     character_coverage: float | None = typer.Option(
         None,
@@ -72,19 +58,17 @@ def prepare(
         rich_help_panel=_SPM,
         show_default=False,
     ),
-    output: Path = typer.Option(
-        ..., "-o", "--output", help="Data directory to create.", rich_help_panel=_OUT
-    ),
-    force: bool = typer.Option(
-        False, "--force", help="Replace an existing output directory.", rich_help_panel=_OUT
-    ),
+    output: Path = _out(..., "Data directory to create.", "-o", "--output"),
+    force: bool = _out(False, "Replace an existing output directory.", "--force"),
 ) -> None:
     """Clean a parallel corpus, train SentencePiece and write a data directory for `nmt train`."""
     from nmt_cli.data.clean import CleanOptions
     from nmt_cli.data.corpus import source_from_flags
     from nmt_cli.data.prepare import PrepareOptions
     from nmt_cli.data.prepare import prepare as run_prepare
-    from nmt_cli.render.prepare_report import prepare_progress, render_prepare_report
+    from nmt_cli.progress import count
+    from nmt_cli.render.prepare_report import render_prepare_report
+    from nmt_cli.render.progress import count_display
 
     options = PrepareOptions(
         train=source_from_flags("-", src, tgt, tsv, required=True),
@@ -104,8 +88,8 @@ def prepare(
         force=force,
     )
     console = stderr_console()
-    with prepare_progress(console) as progress:
-        report = run_prepare(options, progress)
+    with count_display(console, "prepare") as show:
+        report = run_prepare(options, lambda step, done, total: show(count(step, done, total)))
     render_prepare_report(report, console)
     for message in report.warnings:
         warn(message)

@@ -7,9 +7,20 @@ from pathlib import Path
 import typer
 
 from nmt_cli.cli.boundary import command_boundary
+from nmt_cli.cli.options import device_option, threads_option
 
 _MODEL = "Model"
 _TRAIN = "Training"
+
+
+def _model(help: str, *flags: str):
+    """A [model] setting of the config as a flag; None (not given) leaves the config's value."""
+    return typer.Option(None, *flags, help=help, rich_help_panel=_MODEL)
+
+
+def _train(help: str, *flags: str):
+    """A [train] setting of the config as a flag; None (not given) leaves the config's value."""
+    return typer.Option(None, *flags, help=help, rich_help_panel=_TRAIN)
 
 
 @command_boundary
@@ -26,100 +37,48 @@ def train(
     nproc: int = typer.Option(
         1, "--nproc", help="Train with N processes (torchrun + DDP) on this machine."
     ),
-    cell: str | None = typer.Option(None, help="gru or lstm.", rich_help_panel=_MODEL),
-    emb_size: int | None = typer.Option(None, help="Embedding size.", rich_help_panel=_MODEL),
-    hidden_size: int | None = typer.Option(
-        None, help="Encoder size per direction.", rich_help_panel=_MODEL
+    cell: str | None = _model("gru or lstm."),
+    emb_size: int | None = _model("Embedding size."),
+    hidden_size: int | None = _model("Encoder size per direction."),
+    layers: int | None = _model("RNN layers."),
+    bidirectional: bool | None = _model(
+        "Bidirectional encoder.", "--bidirectional/--no-bidirectional"
     ),
-    layers: int | None = typer.Option(None, help="RNN layers.", rich_help_panel=_MODEL),
-    bidirectional: bool | None = typer.Option(
-        None,
-        "--bidirectional/--no-bidirectional",
-        help="Bidirectional encoder.",
-        rich_help_panel=_MODEL,
+    attention: str | None = _model("dot, general, additive or none."),
+    decoder_style: str | None = _model("luong or bahdanau."),
+    input_feed: bool | None = _model("Luong input feeding.", "--input-feed/--no-input-feed"),
+    dropout: float | None = _model("Dropout probability."),
+    tie_embeddings: bool | None = _model(
+        "Share target embedding and output layer.", "--tie-embeddings/--no-tie-embeddings"
     ),
-    attention: str | None = typer.Option(
-        None, help="dot, general, additive or none.", rich_help_panel=_MODEL
-    ),
-    decoder_style: str | None = typer.Option(
-        None, help="luong or bahdanau.", rich_help_panel=_MODEL
-    ),
-    input_feed: bool | None = typer.Option(
-        None, "--input-feed/--no-input-feed", help="Luong input feeding.", rich_help_panel=_MODEL
-    ),
-    dropout: float | None = typer.Option(None, help="Dropout probability.", rich_help_panel=_MODEL),
-    tie_embeddings: bool | None = typer.Option(
-        None,
-        "--tie-embeddings/--no-tie-embeddings",
-        help="Share target embedding and output layer.",
-        rich_help_panel=_MODEL,
-    ),
-    label_smoothing: float | None = typer.Option(
-        None, help="Label smoothing.", rich_help_panel=_TRAIN
-    ),
-    batch_tokens: int | None = typer.Option(
-        None, help="Target tokens per batch.", rich_help_panel=_TRAIN
-    ),
-    lr: float | None = typer.Option(None, help="Adam learning rate.", rich_help_panel=_TRAIN),
-    max_steps: int | None = typer.Option(
-        None, help="Stop after N updates (0: no limit).", rich_help_panel=_TRAIN
-    ),
-    max_epochs: int | None = typer.Option(
-        None, help="Stop after N epochs (0: no limit).", rich_help_panel=_TRAIN
-    ),
-    max_time: str | None = typer.Option(
-        None, help="Stop after this long, e.g. 90s, 20m, 1.5h.", rich_help_panel=_TRAIN
-    ),
-    valid_every: int | None = typer.Option(
-        None, help="Validate every N updates.", rich_help_panel=_TRAIN
-    ),
-    log_every: int | None = typer.Option(
-        None, help="Report progress every N updates.", rich_help_panel=_TRAIN
-    ),
-    patience: int | None = typer.Option(
-        None, help="Early stopping after N validations without gain.", rich_help_panel=_TRAIN
-    ),
-    seed: int | None = typer.Option(None, help="Random seed.", rich_help_panel=_TRAIN),
-    device: str | None = typer.Option(None, help="auto, cpu or cuda.", rich_help_panel=_TRAIN),
-    threads: int | None = typer.Option(
-        None, help="CPU threads (0: all cores).", rich_help_panel=_TRAIN
-    ),
+    label_smoothing: float | None = _train("Label smoothing."),
+    batch_tokens: int | None = _train("Target tokens per batch."),
+    lr: float | None = _train("Adam learning rate."),
+    max_steps: int | None = _train("Stop after N updates (0: no limit)."),
+    max_epochs: int | None = _train("Stop after N epochs (0: no limit)."),
+    max_time: str | None = _train("Stop after this long, e.g. 90s, 20m, 1.5h."),
+    valid_every: int | None = _train("Validate every N updates."),
+    log_every: int | None = _train("Report progress every N updates."),
+    patience: int | None = _train("Early stopping after N validations without gain."),
+    seed: int | None = _train("Random seed."),
+    device: str | None = device_option(None, _TRAIN),
+    threads: int | None = threads_option(None, _TRAIN),
 ) -> None:
     """Train the encoder–decoder with attention on a prepared data directory."""
+    given = dict(locals())  # every flag, None where not given: then the config file decides
     if nproc > 1:
         _launch_torchrun(nproc)
+    from dataclasses import fields
+
     from nmt_cli.cli.boundary import stderr_console
-    from nmt_cli.config import parse_duration
+    from nmt_cli.config import ModelConfig, TrainConfig, parse_duration
     from nmt_cli.render.progress import TrainDisplay
     from nmt_cli.training_run import run_training
 
+    given["max_time"] = parse_duration(max_time) if max_time is not None else None
     overrides = {
-        "model": dict(
-            cell=cell,
-            emb_size=emb_size,
-            hidden_size=hidden_size,
-            layers=layers,
-            bidirectional=bidirectional,
-            attention=attention,
-            decoder_style=decoder_style,
-            input_feed=input_feed,
-            dropout=dropout,
-            tie_embeddings=tie_embeddings,
-        ),
-        "train": dict(
-            label_smoothing=label_smoothing,
-            batch_tokens=batch_tokens,
-            lr=lr,
-            max_steps=max_steps,
-            max_epochs=max_epochs,
-            max_time=parse_duration(max_time) if max_time is not None else None,
-            valid_every=valid_every,
-            log_every=log_every,
-            patience=patience,
-            seed=seed,
-            device=device,
-            threads=threads,
-        ),
+        table: {f.name: given[f.name] for f in fields(kind) if f.name in given}
+        for table, kind in (("model", ModelConfig), ("train", TrainConfig))
     }
     with TrainDisplay(stderr_console()) as display:
         run_training(

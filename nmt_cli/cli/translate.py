@@ -7,68 +7,48 @@ from pathlib import Path
 import typer
 
 from nmt_cli.cli.boundary import command_boundary
+from nmt_cli.cli.options import (
+    batch_size_option,
+    beam_option,
+    check_device_options,
+    device_option,
+    in_panel,
+    model_option,
+    threads_option,
+)
 
 _SEARCH = "Search"
-_OUTPUT = "Output"
+_search, _output = in_panel(_SEARCH), in_panel("Output")
 
 
 @command_boundary
 def translate(
-    model: Path = typer.Option(
-        ..., "-m", "--model", help="Model directory written by `nmt train`."
-    ),
+    model: Path = model_option(),
     input: Path | None = typer.Option(
         None, "--input", "-i", help="Input file (plain or .gz); default stdin."
     ),
-    beam: int = typer.Option(
-        5, "--beam", "-b", help="Beam size (1 = greedy).", rich_help_panel=_SEARCH
+    beam: int = beam_option(_SEARCH),
+    batch_size: int = batch_size_option(_SEARCH),
+    nbest: int = _search(1, "Print the N best translations (Moses n-best format)."),
+    length_penalty: float = _search(1.0, "GNMT length penalty alpha (0 = none)."),
+    max_len_ratio: float = _search(2.0, "Output at most ratio × source pieces + 10."),
+    max_len: int = _search(
+        0, "Output at most N pieces for every sentence (0: the --max-len-ratio rule)."
     ),
-    batch_size: int = typer.Option(64, help="Sentences per batch.", rich_help_panel=_SEARCH),
-    nbest: int = typer.Option(
-        1, help="Print the N best translations (Moses n-best format).", rich_help_panel=_SEARCH
-    ),
-    length_penalty: float = typer.Option(
-        1.0, help="GNMT length penalty alpha (0 = none).", rich_help_panel=_SEARCH
-    ),
-    max_len_ratio: float = typer.Option(
-        2.0, help="Output at most ratio × source pieces + 10.", rich_help_panel=_SEARCH
-    ),
-    max_len: int = typer.Option(
-        0,
-        help="Output at most N pieces for every sentence (0: the --max-len-ratio rule).",
-        rich_help_panel=_SEARCH,
-    ),
-    early_stop: bool = typer.Option(
+    early_stop: bool = _search(
         False,
+        "Beam: stop a sentence once a step's best hypothesis has ended it and the n-best list "
+        "is full (as OpenNMT-py and Joey NMT do): faster, may miss a longer, better-scoring one.",
         "--early-stop",
-        help="Beam: stop a sentence once a step's best hypothesis has ended it and the n-best "
-        "list is full (as OpenNMT-py and Joey NMT do): faster, may miss a longer, "
-        "better-scoring one.",
-        rich_help_panel=_SEARCH,
     ),
-    replace_unk: bool = typer.Option(
-        False,
-        "--replace-unk",
-        help="Replace <unk> by the most attended source piece.",
-        rich_help_panel=_SEARCH,
+    replace_unk: bool = _search(
+        False, "Replace <unk> by the most attended source piece.", "--replace-unk"
     ),
-    align: bool = typer.Option(
-        False,
-        "--align",
-        help="Append word alignments: `translation ||| 0-0 1-2`.",
-        rich_help_panel=_OUTPUT,
+    align: bool = _output(False, "Append word alignments: `translation ||| 0-0 1-2`.", "--align"),
+    json_output: bool = _output(
+        False, "One JSON object per line with score, pieces, attention.", "--json"
     ),
-    json_output: bool = typer.Option(
-        False,
-        "--json",
-        help="One JSON object per line with score, pieces, attention.",
-        rich_help_panel=_OUTPUT,
-    ),
-    on_invalid: str = typer.Option(
-        "error",
-        help="Invalid UTF-8 input: error (with line number) or replace.",
-        rich_help_panel=_OUTPUT,
-    ),
+    on_invalid: str = _output("error", "Invalid UTF-8 input: error (with line number) or replace."),
     quantize: bool = typer.Option(False, "--quantize", help="int8 dynamic quantization (CPU)."),
     shortlist: bool = typer.Option(
         False,
@@ -77,18 +57,15 @@ def translate(
         "lexical shortlist `nmt train` writes): faster on CPU; output may differ slightly, and "
         "scores are normalised over the shortlist.",
     ),
-    threads: int = typer.Option(0, help="CPU threads (0: torch default)."),
-    device: str = typer.Option("auto", help="auto, cpu or cuda."),
+    threads: int = threads_option(),
+    device: str = device_option(),
 ) -> None:
     """Translate text from stdin (or --input) to stdout, greedy or beam search."""
     import sys
 
-    from nmt_cli.cli.options import check_device, check_finite, check_threads
     from nmt_cli.lines import UntilError, check_on_invalid, iter_lines, open_input
     from nmt_cli.translator import SearchOptions, Translator
 
-    check_finite("--length-penalty", length_penalty)
-    check_finite("--max-len-ratio", max_len_ratio)
     options = SearchOptions(
         beam_size=beam,
         nbest=nbest,
@@ -99,15 +76,12 @@ def translate(
         early_stop=early_stop,
     ).check()
     check_on_invalid(on_invalid)
-    check_device(device)
-    check_threads(threads)
+    check_device_options(device, threads)
     translator = Translator.load(
         model, device=device, quantize=quantize, threads=threads, shortlist=shortlist
     )
     if input is None and sys.stdin.isatty():
-        from nmt_cli.cli.interactive import prompt_loop
-
-        prompt_loop(translator, options)
+        _prompt_loop(translator, options)
         return
     stream, name = open_input(input)
     lines = UntilError(iter_lines(stream, name, on_invalid))
@@ -145,3 +119,28 @@ def _writer(json_output: bool, align: bool, nbest: int, limit: int):
         return as_text(translation, align) + "\n"
 
     return write
+
+
+def _prompt_loop(translator, options) -> None:
+    """When stdin is a terminal: translate each typed line; show where the model looked under it. Ctrl-D or Ctrl-C ends."""
+    from rich.markup import escape
+
+    from nmt_cli.aligner import translation_words
+    from nmt_cli.cli.boundary import stderr_console
+    from nmt_cli.render.heatmap import render_links
+
+    console = stderr_console()
+    console.print(f"[dim]nmt: model {translator.model_dir} — type a sentence, Ctrl-D to quit[/]")
+    while True:
+        try:
+            line = console.input("[bold]> [/]")
+        except (EOFError, KeyboardInterrupt):
+            console.print()
+            return
+        if not line.strip():
+            continue
+        result = translator.translate_chunk([line], options, with_attention=True)[0]
+        console.print(f"[bold green]{escape(result.text)}[/]", markup=True, highlight=False)
+        words = translation_words(result)
+        if words is not None:
+            console.print(render_links(words.weights, words.src_words, words.tgt_words, top_k=2))

@@ -27,18 +27,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
 from nmt_cli.data.dedup import SeenFingerprints, SeenPairs
+from nmt_cli.scripts import UNSPACED_CLASS as _UNSPACED  # counted per character
 
-# Scripts written without spaces between words, counted per character.
-_UNSPACED = (
-    "\u3000-\u303f"  # CJK symbols and punctuation
-    "\u3040-\u30ff"  # hiragana, katakana
-    "\u31f0-\u31ff"  # katakana phonetic extensions
-    "\u3400-\u4dbf"  # CJK extension A
-    "\u4e00-\u9fff"  # CJK unified ideographs
-    "\uf900-\ufaff"  # CJK compatibility ideographs
-    "\uff00-\uffef"  # half-width and full-width forms
-    "\U00020000-\U0003ffff"  # CJK extensions B and later
-)
 _UNSPACED_CHAR = re.compile(f"[{_UNSPACED}]")
 # Punctuation ("。", "，", "!" or a lone "."): a token for --max-len but no word for the ratio,
 # so that tokenised and untokenised text, Chinese and English, measure alike.

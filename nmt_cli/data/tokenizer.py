@@ -25,8 +25,8 @@ from pathlib import Path
 
 from nmt_cli.atomic import write_bytes, write_text
 from nmt_cli.errors import ArtifactError, ConfigError, NmtError
+from nmt_cli.specials import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
-PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 MODEL_TYPES = ("unigram", "bpe")
 MIN_VOCAB_SIZE = 8
 # SentencePiece's advice for rich character sets (Chinese, Japanese) and for the others.

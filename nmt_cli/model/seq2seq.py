@@ -5,14 +5,15 @@ Shapes: B batch, S source length, T target length, O attentional vector, V targe
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
 from nmt_cli.config import ModelConfig
 from nmt_cli.model.decoder import Decoder, DecoderState, Memory
 from nmt_cli.model.encoder import Encoder
-
-PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+from nmt_cli.specials import BOS_ID, PAD_ID
 
 SearchState = tuple[DecoderState, Memory]
 
@@ -79,38 +80,25 @@ class Seq2Seq(nn.Module):
         logits[:, BOS_ID] = float("-inf")
         return torch.log_softmax(logits, dim=-1)
 
-    def shortlist_step(self, ids: torch.Tensor, allowed: torch.Tensor):
+    def shortlist_step(self, ids: torch.Tensor, allowed: torch.Tensor, output: OutputLayer):
         """A step function like `step_log_probs` over the target ids `ids` (K,) only.
 
         Tokens in and out are columns of `ids`. Row r may produce only the columns that
         `allowed` (B, K) opens for its sentence (`memory.row_origin()`), so a sentence's scores do
-        not depend on the other sentences of its batch; the output layer still runs once, over
-        the K columns of the whole batch.
+        not depend on the other sentences of its batch; the output layer (`output`, this
+        model's `generator` unpacked once) still runs once, over the K columns of the batch.
         """
-        project = _output_rows(self.generator, ids, self._unpacked_generator())
-        closed = ~allowed | ((ids == PAD_ID) | (ids == BOS_ID)).unsqueeze(0)  # (B, K)
-        rows_closed: list = [None, None]  # (memory, its rows' closed ids): the rows change rarely
+        project = output.rows(ids)
+        closed = _ClosedColumns(~allowed | ((ids == PAD_ID) | (ids == BOS_ID)).unsqueeze(0))
 
         def step(prev: torch.Tensor, search_state: SearchState):
             state, memory = search_state
             vector, state, weights = self.decoder.step(ids[prev], state, memory)
             logits = project(vector.squeeze(1)).float()
-            if rows_closed[0] is not memory:  # `Memory.select` keeps it while the rows stay
-                rows_closed[:] = memory, closed[memory.row_origin()]
-            logits = logits.masked_fill(rows_closed[1], float("-inf"))
+            logits = logits.masked_fill(closed.for_rows(memory), float("-inf"))
             return torch.log_softmax(logits, dim=-1), (state, memory), weights
 
         return step
-
-    def _unpacked_generator(self) -> tuple[torch.Tensor, torch.Tensor | None] | None:
-        """An int8 output layer's weight and bias, unpacked once (not per batch), else None."""
-        if not callable(self.generator.weight):  # a float nn.Linear
-            return None
-        cached = self.__dict__.get("_generator_int8")
-        if cached is None or cached[0] is not self.generator:
-            cached = (self.generator, self.generator.weight(), self.generator.bias())
-            self.__dict__["_generator_int8"] = cached
-        return cached[1], cached[2]
 
     @staticmethod
     def reorder(search_state: SearchState, index: torch.Tensor) -> SearchState:
@@ -118,34 +106,64 @@ class Seq2Seq(nn.Module):
         return state.select(index), memory.select(index)
 
 
-def _output_rows(
-    generator: nn.Module,
-    ids: torch.Tensor,
-    unpacked: tuple[torch.Tensor, torch.Tensor | None] | None = None,
-):
-    """The output layer restricted to the target ids `ids` (K,): a function (N, O) → (N, K),
-    int8 again when the layer is (see `--quantize`; `unpacked`: its weight and bias, if known)."""
-    if not callable(generator.weight):  # a float nn.Linear
-        weight = generator.weight.detach().index_select(0, ids)
-        bias = None if generator.bias is None else generator.bias.detach().index_select(0, ids)
-        return lambda vectors: nn.functional.linear(vectors, weight, bias)
-    import warnings
+class _ClosedColumns:
+    """The closed columns (B, K) of each sentence, gathered for the rows of the current memory.
 
-    from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+    The search's rows change only when a sentence finishes (`Memory.select` keeps the same
+    memory otherwise), so the gathered mask is kept until the memory changes.
+    """
 
-    weight, bias = unpacked or (generator.weight(), generator.bias())  # accessor methods
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch's deprecation notices are not the user's concern
-        rows = DynamicLinear(weight.size(1), len(ids), dtype=torch.qint8)
-        if weight.qscheme() == torch.per_tensor_affine:
-            selected = weight.index_select(0, ids)
-        else:  # per-channel: the same int8 values under the selected channels' scales
-            selected = torch.quantize_per_channel(
-                weight.dequantize().index_select(0, ids),
-                weight.q_per_channel_scales().index_select(0, ids),
-                weight.q_per_channel_zero_points().index_select(0, ids),
-                0,
-                torch.qint8,
-            )
-        rows.set_weight_bias(selected, None if bias is None else bias.index_select(0, ids))
-    return rows
+    def __init__(self, closed: torch.Tensor):
+        self.closed = closed
+        self.memory: Memory | None = None
+        self.rows: torch.Tensor | None = None
+
+    def for_rows(self, memory: Memory) -> torch.Tensor:
+        if self.memory is not memory:
+            self.memory, self.rows = memory, self.closed[memory.row_origin()]
+        return self.rows
+
+
+@dataclass(frozen=True)
+class OutputLayer:
+    """The output layer's weight (V, O) and bias, read once: float tensors, or int8 ones for a
+    quantized model (unpacking those is a copy, too slow to repeat for every batch)."""
+
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+    quantized: bool
+
+    @classmethod
+    def of(cls, generator: nn.Module) -> OutputLayer:
+        if not callable(generator.weight):  # a float nn.Linear
+            bias = None if generator.bias is None else generator.bias.detach()
+            return cls(generator.weight.detach(), bias, False)
+        return cls(generator.weight(), generator.bias(), True)  # int8: accessor methods
+
+    def rows(self, ids: torch.Tensor):
+        """The output layer restricted to the target ids `ids` (K,): a function (N, O) → (N, K),
+        int8 again when the layer is (see `--quantize`)."""
+        weight, bias = self.weight, self.bias
+        if not self.quantized:
+            weight = weight.index_select(0, ids)
+            bias = None if bias is None else bias.index_select(0, ids)
+            return lambda vectors: nn.functional.linear(vectors, weight, bias)
+        import warnings
+
+        from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's deprecation notices are not the user's
+            rows = DynamicLinear(weight.size(1), len(ids), dtype=torch.qint8)
+            if weight.qscheme() == torch.per_tensor_affine:
+                selected = weight.index_select(0, ids)
+            else:  # per-channel: the same int8 values under the selected channels' scales
+                selected = torch.quantize_per_channel(
+                    weight.dequantize().index_select(0, ids),
+                    weight.q_per_channel_scales().index_select(0, ids),
+                    weight.q_per_channel_zero_points().index_select(0, ids),
+                    0,
+                    torch.qint8,
+                )
+            rows.set_weight_bias(selected, None if bias is None else bias.index_select(0, ids))
+        return rows

@@ -1,45 +1,98 @@
-"""Attention heatmaps as PNG files (matplotlib, the optional `plot` extra)."""
+"""Pictures (matplotlib, the optional `plot` extra): attention heatmaps and BLEU by length.
+
+Each picture is drawn on its own `Figure` (no pyplot state) and written atomically; its file
+suffix picks the format.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from nmt_cli.errors import ConfigError
+from nmt_cli.errors import ConfigError, InputError
+
+if TYPE_CHECKING:
+    from nmt_cli.alignment import Link
+    from nmt_cli.evaluate import BucketScore
+
+PICTURE_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg", "eps", "ps", "tif", "tiff", "webp")
+CJK_FONTS = ["Noto Sans CJK SC", "WenQuanYi Zen Hei", "DejaVu Sans"]  # for Chinese labels
+
+
+def require_matplotlib(option: str = "--plot") -> None:
+    """Raise ConfigError with the install command when the optional plotting extra is missing."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as exc:
+        raise ConfigError(
+            f"{option} needs matplotlib, which is not installed: add it with "
+            "pip install 'nmt-cli[plot]' (or pip install matplotlib)"
+        ) from exc
+
+
+def check_plot_path(path: str | os.PathLike, option: str = "--plot") -> None:
+    """Raise an NmtError before any work when the picture cannot be written where asked."""
+    path = Path(path)
+    if path.suffix.lstrip(".").lower() not in PICTURE_FORMATS:
+        raise InputError(
+            f"cannot draw {path}: end the name with one of "
+            f"{', '.join('.' + name for name in PICTURE_FORMATS)}"
+        )
+    if path.is_dir():
+        raise InputError(f"{path} is a directory: give a file name such as bleu_by_length.png")
+    if not path.parent.is_dir():
+        raise InputError(f"cannot write {path}: the folder {path.parent} does not exist")
+    require_matplotlib(option)
+
+
+def _save(figure, path: str | os.PathLike) -> None:
+    from nmt_cli.atomic import atomic_open
+
+    path = Path(path)
+    with atomic_open(path, "wb") as handle:
+        figure.savefig(handle, format=path.suffix.lstrip(".").lower() or "png")
+
+
+def save_length_plot(buckets: list[BucketScore], unit: str, path: str | os.PathLike) -> None:
+    """Draw BLEU per length bucket as a bar chart."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(6, 3.5), layout="constrained")
+    axes = figure.add_subplot()
+    labels = [b.label for b in buckets]
+    bars = axes.bar(labels, [b.bleu or 0.0 for b in buckets], color="#4878a8")
+    axes.bar_label(bars, labels=[f"n={b.count:,}" for b in buckets], fontsize="small")
+    axes.set_xlabel(f"source length ({unit})")
+    axes.set_ylabel("BLEU")
+    axes.set_title("BLEU by source length")
+    _save(figure, path)
 
 
 def save_heatmap_png(
     weights: np.ndarray,
     src_words: list[str],
     tgt_words: list[str],
-    links: set[tuple[int, int]],
+    links: set[Link],
     path: Path,
 ) -> None:
-    """Target words as rows, source words as columns, links circled; written atomically."""
-    try:
-        import matplotlib
+    """Target words as rows, source words as columns, links circled."""
+    require_matplotlib("--png")
+    import matplotlib
+    from matplotlib.figure import Figure
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise ConfigError(
-            "--png needs matplotlib: add it with pip install 'nmt-cli[plot]'"
-        ) from None
-    from nmt_cli import atomic
-
-    plt.rcParams["font.sans-serif"] = ["Noto Sans CJK SC", "WenQuanYi Zen Hei", "DejaVu Sans"]
-    fig, ax = plt.subplots(
-        figsize=(max(4, 0.5 * len(src_words) + 2), max(3, 0.4 * len(tgt_words) + 1.5))
-    )
-    ax.imshow(weights, cmap="viridis", vmin=0, vmax=1, aspect="auto")
-    ax.set_xticks(range(len(src_words)), src_words, rotation=60, ha="right")
-    ax.set_yticks(range(len(tgt_words)), tgt_words)
-    for i, j in links:
-        ax.scatter(i, j, s=30, facecolors="none", edgecolors="red", linewidths=1.2)
-    ax.set_xlabel("source")
-    ax.set_ylabel("target")
-    fig.tight_layout()
-    with atomic.atomic_open(path, "wb") as handle:
-        fig.savefig(handle, format="png", dpi=120)
-    plt.close(fig)
+    with matplotlib.rc_context({"font.sans-serif": CJK_FONTS}):
+        size = (max(4, 0.5 * len(src_words) + 2), max(3, 0.4 * len(tgt_words) + 1.5))
+        figure = Figure(figsize=size, dpi=120)
+        ax = figure.add_subplot()
+        ax.imshow(weights, cmap="viridis", vmin=0, vmax=1, aspect="auto")
+        ax.set_xticks(range(len(src_words)), src_words, rotation=60, ha="right")
+        ax.set_yticks(range(len(tgt_words)), tgt_words)
+        for i, j in links:
+            ax.scatter(i, j, s=30, facecolors="none", edgecolors="red", linewidths=1.2)
+        ax.set_xlabel("source")
+        ax.set_ylabel("target")
+        figure.tight_layout()
+        _save(figure, path)

@@ -1,97 +1,13 @@
-"""What `nmt prepare` shows people on stderr: live progress and the summary table."""
+"""What `nmt prepare` shows people on stderr: the summary table (progress: render/progress.py)."""
 
 from __future__ import annotations
 
-import contextlib
-import time
-from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from nmt_cli.data.prepare import PrepareReport, ProgressCallback
-
-
-_PLAIN_EVERY_S = 30.0  # a long step prints a plain line this often
-_PLAIN_AFTER_S = 5.0  # a step shorter than this prints no plain line (small corpora stay quiet)
-
-
-@contextlib.contextmanager
-def prepare_progress(console: Console) -> Iterator[ProgressCallback]:
-    """Yield a progress callback: a bar per step on a terminal, plain lines otherwise.
-
-    Each step shows what it has done, its rate and its time: lines read and pairs/s while
-    reading, sentences/s while encoding. Plain lines come when a step ends and, for a long
-    one, every half minute; steps shorter than 5 s print none.
-    """
-    if not console.is_terminal:
-        yield _PlainProgress(console)
-        return
-    from rich.markup import escape
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        SpinnerColumn,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn())
-    columns += (MofNCompleteColumn(), TextColumn("{task.fields[rate]}"), TimeElapsedColumn())
-    tasks: dict[str, tuple[int, float]] = {}
-    with Progress(*columns, console=console, transient=True) as bar:
-
-        def update(step: str, done: int, total: int | None) -> None:
-            if step not in tasks:
-                tasks[step] = (bar.add_task(escape(step), total=total, rate=""), time.monotonic())
-            task, started = tasks[step]
-            bar.update(
-                task,
-                completed=done,
-                total=total,
-                rate=_rate(step, done, time.monotonic() - started),
-            )
-
-        yield update
-
-
-def _rate(step: str, done: int, seconds: float) -> str:
-    """`95,000 pairs/s` while reading, `sentences/s` while encoding; nothing for other steps."""
-    unit = "pairs" if step.startswith("reading") else "sentences" if step.startswith("enc") else ""
-    if not unit or seconds <= 0 or not done:
-        return ""
-    return f"{done / seconds:,.0f} {unit}/s"
-
-
-class _PlainProgress:
-    """Plain progress lines (a log file, a pipe): when a long step ends, and every 30 s."""
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self.started: dict[str, float] = {}
-        self.printed: dict[str, float] = {}
-
-    def __call__(self, step: str, done: int, total: int | None) -> None:
-        now = time.monotonic()
-        started = self.started.setdefault(step, now)
-        finished = total is not None and done >= total
-        if now - started < _PLAIN_AFTER_S or (
-            not finished and now - self.printed.get(step, started) < _PLAIN_EVERY_S
-        ):
-            return
-        self.printed[step] = now
-        parts = [f"prepare: {step}:"]
-        if step.startswith("reading"):
-            parts.append(f"{done:,} pairs,")
-        elif step.startswith("encoding") and total:
-            parts.append(f"{done:,}/{total:,} sentences,")
-        if rate := _rate(step, done, now - started):
-            parts.append(f"{rate},")
-        parts.append(f"{now - started:.1f} s" + ("" if finished else " so far"))
-        line = " ".join(parts)
-        self.console.print(line, markup=False, highlight=False, soft_wrap=True)
+    from nmt_cli.data.prepare import PrepareReport
 
 
 def render_prepare_report(report: PrepareReport, console: Console) -> None:

@@ -1,13 +1,22 @@
-"""Training progress for people: a live panel on a terminal, plain log lines otherwise."""
+"""Progress events (`nmt_cli.progress.Event`) drawn for people, on stderr.
+
+Training: a live panel on a terminal, plain log lines otherwise. Counted steps (preparing
+data, translating a file): one bar per task, on a terminal only.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import math
+import time
+from collections.abc import Iterator
 from typing import Any
 
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
+
+from nmt_cli.progress import Event, OnEvent
 
 
 def _clock(seconds: float | None) -> str:
@@ -42,20 +51,19 @@ class TrainDisplay:
         if self.live is not None:
             self.live.__exit__(None, None, None)
 
-    def __call__(self, event: dict[str, Any]) -> None:
-        kind = event.get("event")
+    def __call__(self, event: Event) -> None:
+        kind = event.kind
         if kind == "train":
-            self.last_train = event
+            self.last_train = event.data
         elif kind == "valid":
-            self.last_valid = event
+            self.last_valid = event.data
         if self.live is not None and kind in ("train", "valid"):
             self.live.update(self._table())
-        line = self._line(event)
+        line = self._line(kind, event.data)
         if line and (self.live is None or kind not in ("train",)):
             self.console.print(line, highlight=False, markup=False, soft_wrap=True)
 
-    def _line(self, e: dict[str, Any]) -> str | None:
-        kind = e.get("event")
+    def _line(self, kind: str, e: dict[str, Any]) -> str | None:
         if kind == "config":
             m, t = e["config"]["model"], e["config"]["train"]
             model = " ".join(f"{k}={v}" for k, v in m.items())
@@ -111,3 +119,78 @@ class TrainDisplay:
                 "–" if not v or v.get("dev_bleu") is None else f"{v['dev_bleu']:.2f}",
             )
         return table
+
+
+_PLAIN_EVERY_S = 30.0  # a long counted task prints a plain line this often
+_PLAIN_AFTER_S = 5.0  # a task shorter than this prints no plain line (small inputs stay quiet)
+
+
+@contextlib.contextmanager
+def count_display(console: Console, command: str) -> Iterator[OnEvent]:
+    """Yield a callback that draws `count` events: one bar per task on a terminal, with its
+    rate (pairs/s while reading, sentences/s while encoding); plain lines otherwise, when a
+    task of 5 s or more ends and every half minute while it runs."""
+    if not console.is_terminal:
+        yield _PlainCounts(console, command)
+        return
+    from rich.markup import escape
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn())
+    columns += (MofNCompleteColumn(), TextColumn("{task.fields[rate]}"), TimeElapsedColumn())
+    tasks: dict[str, tuple[int, float]] = {}
+    with Progress(*columns, console=console, transient=True) as bar:
+
+        def update(event: Event) -> None:
+            task, done, total = event.data["task"], event.data["done"], event.data["total"]
+            if task not in tasks:
+                tasks[task] = (bar.add_task(escape(task), total=total, rate=""), time.monotonic())
+            handle, started = tasks[task]
+            rate = _rate(task, done, time.monotonic() - started)
+            bar.update(handle, completed=done, total=total, rate=rate)
+
+        yield update
+
+
+def _rate(task: str, done: int, seconds: float) -> str:
+    """`95,000 pairs/s` while reading, `sentences/s` while encoding; nothing for other tasks."""
+    unit = "pairs" if task.startswith("reading") else "sentences" if task.startswith("enc") else ""
+    if not unit or seconds <= 0 or not done:
+        return ""
+    return f"{done / seconds:,.0f} {unit}/s"
+
+
+class _PlainCounts:
+    """Plain progress lines (a log file, a pipe): when a long task ends, and every 30 s."""
+
+    def __init__(self, console: Console, command: str) -> None:
+        self.console, self.command = console, command
+        self.started: dict[str, float] = {}
+        self.printed: dict[str, float] = {}
+
+    def __call__(self, event: Event) -> None:
+        task, done, total = event.data["task"], event.data["done"], event.data["total"]
+        now = time.monotonic()
+        started = self.started.setdefault(task, now)
+        finished = total is not None and done >= total
+        if now - started < _PLAIN_AFTER_S or (
+            not finished and now - self.printed.get(task, started) < _PLAIN_EVERY_S
+        ):
+            return
+        self.printed[task] = now
+        parts = [f"{self.command}: {task}:"]
+        if task.startswith("reading"):
+            parts.append(f"{done:,} pairs,")
+        elif total:
+            parts.append(f"{done:,}/{total:,},")
+        if rate := _rate(task, done, now - started):
+            parts.append(f"{rate},")
+        parts.append(f"{now - started:.1f} s" + ("" if finished else " so far"))
+        self.console.print(" ".join(parts), markup=False, highlight=False, soft_wrap=True)

@@ -15,13 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-from pathlib import Path
 
 from rich.table import Table
 from rich.text import Text
 
-from nmt_cli.errors import ConfigError, InputError
 from nmt_cli.evaluate import BucketScore, Comparison, EvalReport, MetricScore
 
 BAR_WIDTH = 40  # characters of the longest bar in the terminal chart
@@ -129,54 +126,3 @@ def report_json(report: EvalReport, files: dict[str, object]) -> str:
         "comparison": comparison,
     }
     return json.dumps(document, ensure_ascii=False, indent=1)
-
-
-# Pictures (matplotlib, optional) ----------------------------------------------------------
-
-
-PICTURE_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg", "eps", "ps", "tif", "tiff", "webp")
-
-
-def require_matplotlib(option: str = "--plot") -> None:
-    """Raise ConfigError with the install command when the optional plotting extra is missing."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError as exc:
-        raise ConfigError(
-            f"{option} needs matplotlib, which is not installed: add it with "
-            "pip install 'nmt-cli[plot]' (or pip install matplotlib)"
-        ) from exc
-
-
-def check_plot_path(path: str | os.PathLike, option: str = "--plot") -> None:
-    """Raise an NmtError before any work when the picture cannot be written where asked."""
-    path = Path(path)
-    if path.suffix.lstrip(".").lower() not in PICTURE_FORMATS:
-        raise InputError(
-            f"cannot draw {path}: end the name with one of "
-            f"{', '.join('.' + name for name in PICTURE_FORMATS)}"
-        )
-    if path.is_dir():
-        raise InputError(f"{path} is a directory: give a file name such as bleu_by_length.png")
-    if not path.parent.is_dir():
-        raise InputError(f"cannot write {path}: the folder {path.parent} does not exist")
-    require_matplotlib(option)
-
-
-def save_length_plot(buckets: list[BucketScore], unit: str, path: str | os.PathLike) -> None:
-    """Draw BLEU per length bucket as a bar chart; the file suffix picks the format."""
-    from matplotlib.figure import Figure
-
-    from nmt_cli.atomic import atomic_open
-
-    path = Path(path)
-    figure = Figure(figsize=(6, 3.5), layout="constrained")
-    axes = figure.add_subplot()
-    labels = [b.label for b in buckets]
-    bars = axes.bar(labels, [b.bleu or 0.0 for b in buckets], color="#4878a8")
-    axes.bar_label(bars, labels=[f"n={b.count:,}" for b in buckets], fontsize="small")
-    axes.set_xlabel(f"source length ({unit})")
-    axes.set_ylabel("BLEU")
-    axes.set_title("BLEU by source length")
-    with atomic_open(path, "wb") as handle:
-        figure.savefig(handle, format=path.suffix.lstrip(".").lower())

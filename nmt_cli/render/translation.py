@@ -7,13 +7,11 @@ import json
 
 def word_links(translation) -> str:
     """Word-level Pharaoh links (source word − target word, 0-based) from the attention."""
-    if translation.attention is None or not translation.pieces or not translation.src_pieces:
-        return ""
     # Here, not at the top: plain-text output does not need it, and it takes a while to load.
-    from nmt_cli.alignment import extract_links, format_pharaoh, merge_to_words
+    from nmt_cli.aligner import translation_links
+    from nmt_cli.alignment import format_pharaoh
 
-    words = merge_to_words(translation.attention, translation.src_pieces, translation.pieces)
-    return format_pharaoh(extract_links(words.weights))
+    return format_pharaoh(translation_links(translation))
 
 
 def as_text(translation, align: bool) -> str:

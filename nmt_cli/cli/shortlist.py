@@ -1,0 +1,20 @@
+"""`nmt shortlist DATA_DIR MODEL_DIR`: (re)write a model's lexical shortlist."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from nmt_cli.cli.boundary import command_boundary
+
+
+@command_boundary
+def shortlist(
+    data_dir: Path = typer.Argument(..., help="The data directory the model was trained on."),
+    model_dir: Path = typer.Argument(..., help="Model directory written by `nmt train`."),
+) -> None:
+    """Write the lexical shortlist of `translate --shortlist` (`nmt train` writes it too)."""
+    from nmt_cli.training_run import write_shortlist
+
+    typer.echo(write_shortlist(data_dir, model_dir))

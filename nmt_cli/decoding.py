@@ -1,0 +1,158 @@
+"""Decoding token ids: batches longest first, greedy or beam search, results in input order.
+
+The one way a model turns source ids into hypotheses and text, used by the translator and by
+validation during training alike.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+
+from nmt_cli.batching import collate
+from nmt_cli.errors import ConfigError
+from nmt_cli.model.seq2seq import OutputLayer, Seq2Seq
+from nmt_cli.search import Hypothesis, beam_search, check_beam_options, greedy_search
+from nmt_cli.shortlist import Shortlist
+from nmt_cli.specials import BOS_ID, EOS_ID
+
+
+@dataclass
+class SearchOptions:
+    """How to search: beam size, n-best, length normalisation, output length limit."""
+
+    beam_size: int = 5  # 1 = greedy search
+    nbest: int = 1  # hypotheses returned per sentence (≤ beam size)
+    alpha: float = 1.0  # GNMT length penalty exponent ((5+len)/6)^alpha
+    max_len_ratio: float = 2.0  # at most ratio × source pieces + max_len_extra target pieces
+    max_len_extra: int = 10
+    max_len: int = 0  # > 0: at most this many target pieces for every sentence (not the ratio)
+    batch_size: int = 64  # sentences per batch
+    early_stop: bool = False  # beam: stop a sentence once a step's best extension ends it
+
+    def check(self) -> SearchOptions:
+        check_beam_options(self.beam_size, self.nbest)
+        if self.batch_size < 1:
+            raise ConfigError(f"--batch-size must be ≥ 1, got {self.batch_size}")
+        if self.max_len < 0:
+            raise ConfigError(
+                f"--max-len must be ≥ 0 (0: the --max-len-ratio rule), got {self.max_len}"
+            )
+        # NaN passes no comparison: a NaN penalty would keep beam search from ever ending.
+        if not (0 < self.max_len_ratio < math.inf) or self.max_len_extra < 0:
+            raise ConfigError(
+                f"--max-len-ratio must be a finite number > 0, got {self.max_len_ratio}"
+            )
+        if not 0 <= self.alpha < math.inf:
+            raise ConfigError(f"--length-penalty must be a finite number ≥ 0, got {self.alpha}")
+        return self
+
+
+@torch.inference_mode()
+def decode_ids(
+    model: Seq2Seq,
+    sources: Sequence[np.ndarray],
+    device: torch.device,
+    options: SearchOptions | None = None,
+    batch_size: int | None = None,
+    shortlist: Shortlist | None = None,
+    with_attention: bool = True,
+    output: OutputLayer | None = None,
+) -> list[list[Hypothesis]]:
+    """n-best lists for source id sequences, batched longest first, returned in input order;
+    with a `shortlist`, each sentence is scored over its own lexical shortlist only (through
+    `output`, the model's output layer unpacked once); without `with_attention`, hypotheses
+    carry no attention (less work per step)."""
+    options = options or SearchOptions(beam_size=1)
+    size = batch_size or options.batch_size
+    model.eval()
+    order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
+    results: list[list[Hypothesis]] = [[] for _ in sources]
+    for start in range(0, len(order), size):
+        rows = order[start : start + size]
+        batch = [sources[i] for i in rows]
+        nbests = _search_batch(model, batch, device, options, shortlist, with_attention, output)
+        for row, nbest in zip(rows, nbests, strict=True):
+            results[row] = nbest
+    return results
+
+
+def best_texts(model: Seq2Seq, sources: Sequence[np.ndarray], device, tokenizer) -> list[str]:
+    """Greedy translations of source id sequences as detokenised text (validation's BLEU)."""
+    hyps = decode_ids(model, sources, device=device, batch_size=128, with_attention=False)
+    return [tokenizer.decode(nbest[0].tokens) for nbest in hyps]
+
+
+def pieces_text(pieces: list[str]) -> str:
+    """The text of target pieces: SentencePiece's word marker ▁ becomes a space."""
+    return "".join(pieces).replace("▁", " ").strip()
+
+
+def _search_batch(
+    model: Seq2Seq,
+    sources: Sequence[np.ndarray],
+    device: torch.device,
+    options: SearchOptions,
+    shortlist: Shortlist | None,
+    with_attention: bool,
+    output: OutputLayer | None,
+) -> list[list[Hypothesis]]:
+    batch = collate(sources, [np.empty(0, dtype=np.int64)] * len(sources))
+    src, lengths = batch.src.to(device), batch.src_lengths.to(device)
+    state = model.encode(src, lengths)
+    max_lengths = (lengths.float() * options.max_len_ratio + options.max_len_extra).long()
+    if options.max_len:  # one fixed limit, as the peers' max_length (bench/ compares at it)
+        max_lengths = torch.full_like(lengths, options.max_len)
+    step, bos, eos, ids = model.step_log_probs, BOS_ID, EOS_ID, None
+    if shortlist is not None:  # the search runs over columns of `ids`
+        ids, allowed = _shortlist_columns(shortlist, sources)
+        output = output or OutputLayer.of(model.generator)
+        step = model.shortlist_step(torch.from_numpy(ids).to(device), allowed.to(device), output)
+        bos, eos = int(np.searchsorted(ids, BOS_ID)), int(np.searchsorted(ids, EOS_ID))
+    if not with_attention:  # the search then keeps no attention trail (copied at every step)
+        step = _without_attention(step)
+    if options.beam_size == 1:
+        best = greedy_search(step, model.reorder, state, len(sources), bos, eos, max_lengths)
+        nbests = [[h] for h in best]
+    else:
+        nbests = beam_search(
+            step,
+            model.reorder,
+            state,
+            len(sources),
+            bos,
+            eos,
+            max_lengths,
+            beam_size=options.beam_size,
+            nbest=options.nbest,
+            alpha=options.alpha,
+            early_stop=options.early_stop,
+        )
+    if ids is None:
+        return nbests
+    return [[replace(h, tokens=ids[h.tokens].tolist()) for h in nbest] for nbest in nbests]
+
+
+def _without_attention(step):
+    """`step` with its attention dropped: hypotheses then carry none."""
+
+    def without(prev: torch.Tensor, state):
+        log_probs, state, _ = step(prev, state)
+        return log_probs, state, None
+
+    return without
+
+
+def _shortlist_columns(shortlist: Shortlist, sources: Sequence[np.ndarray]):
+    """The batch's target ids (K,), sorted, and which of them each sentence may produce (B, K)."""
+    lists = [shortlist.ids_for([source]) for source in sources]
+    ids = np.unique(np.concatenate([*lists, [BOS_ID, EOS_ID]])).astype(np.int64)
+    allowed = np.zeros((len(sources), len(ids)), dtype=bool)
+    for row, own in enumerate(lists):
+        allowed[row, np.searchsorted(ids, own)] = True
+    allowed[:, np.searchsorted(ids, EOS_ID)] = True
+    return ids, torch.from_numpy(allowed)

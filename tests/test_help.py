@@ -1,0 +1,39 @@
+"""Every command's --help shows each option's help text as written, brackets included."""
+
+from __future__ import annotations
+
+import pytest
+import typer.main
+from typer.testing import CliRunner
+
+from nmt_cli.cli.app import app
+
+COMMANDS = sorted(typer.main.get_command(app).commands)
+
+
+def _flat(text: str) -> str:
+    """Help output without the panels' borders and line breaks: words separated by one space."""
+    for border in "│╭╮╰╯─":
+        text = text.replace(border, " ")
+    return " ".join(text.split())
+
+
+def test_every_command_is_checked():
+    assert {"prepare", "train", "translate", "eval", "align"} <= set(COMMANDS)
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_help_shows_every_option_help_as_written(name):
+    command = typer.main.get_command(app).commands[name]
+    expected = [(p.name, p.help) for p in command.params if getattr(p, "help", None)]
+    assert expected, f"{name} declares no option help"
+    result = CliRunner().invoke(app, [name, "--help"], env={"COLUMNS": "2000", "NO_COLOR": "1"})
+    assert result.exit_code == 0, result.output
+    shown = _flat(result.stdout)
+    for option, text in expected:
+        assert _flat(text) in shown, f"{name} --help: the help of {option} is not shown as written"
+
+
+def test_bracketed_words_survive():
+    result = CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "2000"})
+    assert "TOML file with [model] and [train] tables." in _flat(result.stdout)
