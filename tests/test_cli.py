@@ -277,3 +277,15 @@ def test_train_unknown_config_key_lists_valid_ones(toy_data_dir, tmp_path):
     assert (
         result.exit_code == 2 and "hiden_size" in result.stderr and "hidden_size" in result.stderr
     )
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_max_len_caps_every_output_at_that_many_pieces(toy_model_dir, beam):
+    from nmt_cli.translator import SearchOptions, Translator
+
+    translator = Translator.load(toy_model_dir)
+    lines = ["apple river stone", "green bird", "water tree night sun light"]
+    free = translator.translate_chunk(lines, SearchOptions(beam_size=beam))
+    capped = translator.translate_chunk(lines, SearchOptions(beam_size=beam, max_len=2))
+    assert max(len(t.pieces) for t in free) > 2  # the cap binds on this input
+    assert all(len(t.pieces) <= 2 for t in capped)

@@ -20,6 +20,7 @@ TRANSLATE = [
     (["--max-len-ratio", "-1"], "--max-len-ratio"),
     (["--max-len-ratio", "nan"], "--max-len-ratio"),  # gave empty translations
     (["--max-len-ratio", "inf"], "--max-len-ratio"),
+    (["--max-len", "-1"], "--max-len"),
     (["--on-invalid", "ignore"], "--on-invalid"),
     (["--device", "gpu0"], "--device"),  # was a torch traceback
     (["--threads", "-1"], "--threads"),  # was a torch traceback
