@@ -226,9 +226,6 @@ def write_report(results: dict) -> str:
         "data directories are byte-identical to those of the in-memory version).",
         "- Ids are encoded 20,000 sentences at a time and written straight into the .npy files; "
         "nothing per sentence of the whole corpus is held in memory.",
-        "- Before SentencePiece trains and again before encoding, the memory freed by the step "
-        "before is handed back to the system (garbage collection and glibc's malloc_trim), so "
-        "what reading left behind does not add to SentencePiece's peak.",
         "",
     ]
     return "\n".join(lines).replace(f"{REPO_DIR}/", "")
