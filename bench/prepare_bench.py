@@ -232,7 +232,7 @@ def write_report(results: dict) -> str:
 
 
 def _criteria(results: dict) -> list[str]:
-    """The issue's acceptance lines, met or not, judged on the medians above."""
+    """The targets (#22), met or not, judged on the medians above."""
     sizes = {size["pairs"]: size["summary"] for size in results["sizes"]}
     rss = [summary["peak_rss_tree_mib"]["median"] for summary in sizes.values()]
     rates = [summary["pairs_per_s"] for summary in sizes.values()]
@@ -249,7 +249,7 @@ def _criteria(results: dict) -> list[str]:
             0 < train.get("peak_rss_largest_process_mib", 0) < 2000,
         ),
     ]
-    lines = ["## Against the issue's targets", ""]
+    lines = ["## Against the targets (#22)", ""]
     lines += [f"- {'met' if ok else '**not met**'}: {what}" for what, ok in checks]
     return [*lines, ""]
 
