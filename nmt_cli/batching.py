@@ -18,6 +18,23 @@ import torch
 from nmt_cli.specials import BOS_ID, EOS_ID, PAD_ID
 
 
+@dataclass(frozen=True)
+class Guide:
+    """Target distributions for the attention of a batch, as the entries (row, step, source
+    position, weight) where they are non-zero; the weights of one (row, step) sum to 1."""
+
+    rows: torch.Tensor  # (L,) int64
+    steps: torch.Tensor  # (L,) int64: the target position t, whose step predicts y_t
+    sources: torch.Tensor  # (L,) int64
+    weights: torch.Tensor  # (L,) float32
+
+    def to(self, move) -> Guide:
+        return Guide(*(move(t) for t in (self.rows, self.steps, self.sources, self.weights)))
+
+
+PairGuide = tuple[np.ndarray, np.ndarray, np.ndarray]  # one pair's (steps, sources, weights)
+
+
 @dataclass
 class Batch:
     """Padded tensors for one training or validation batch."""
@@ -27,6 +44,7 @@ class Batch:
     tgt_in: torch.Tensor  # (B, T) BOS y_1 .. y_{T-1}
     tgt_out: torch.Tensor  # (B, T) y_1 .. y_{T-1} EOS
     n_tokens: int  # real target tokens incl. EOS
+    guide: Guide | None = None  # guided alignment: where the attention should look
 
     def to(self, device: torch.device) -> Batch:
         pin = device.type == "cuda"
@@ -41,11 +59,17 @@ class Batch:
             move(self.tgt_in),
             move(self.tgt_out),
             self.n_tokens,
+            None if self.guide is None else self.guide.to(move),
         )
 
 
-def collate(src_seqs: Sequence[np.ndarray], tgt_seqs: Sequence[np.ndarray]) -> Batch:
-    """Pad a list of id sequences into a Batch (source without BOS/EOS; target shifted by BOS/EOS)."""
+def collate(
+    src_seqs: Sequence[np.ndarray],
+    tgt_seqs: Sequence[np.ndarray],
+    guides: Sequence[PairGuide] | None = None,
+) -> Batch:
+    """Pad a list of id sequences into a Batch (source without BOS/EOS; target shifted by
+    BOS/EOS), with each pair's attention guide when `guides` are given."""
     batch = len(src_seqs)
     src_len = max(1, max(len(s) for s in src_seqs))
     tgt_len = max(len(t) for t in tgt_seqs) + 1
@@ -71,6 +95,19 @@ def collate(src_seqs: Sequence[np.ndarray], tgt_seqs: Sequence[np.ndarray]) -> B
         torch.from_numpy(tgt_in),
         torch.from_numpy(tgt_out),
         n_tokens,
+        None if guides is None else _collate_guides(guides),
+    )
+
+
+def _collate_guides(guides: Sequence[PairGuide]) -> Guide:
+    sizes = [len(steps) for steps, _, _ in guides]
+    rows = np.repeat(np.arange(len(guides)), sizes)
+    steps, sources, weights = (np.concatenate(part) for part in zip(*guides, strict=True))
+    return Guide(
+        torch.from_numpy(rows),
+        torch.from_numpy(steps.astype(np.int64)),
+        torch.from_numpy(sources.astype(np.int64)),
+        torch.from_numpy(weights.astype(np.float32)),
     )
 
 
@@ -103,9 +140,11 @@ def make_batches(
 
 
 def iterate_batches(
-    src, tgt, batches: list[np.ndarray], start: int = 0
+    src, tgt, batches: list[np.ndarray], start: int = 0, guides=None
 ) -> Iterator[tuple[int, Batch]]:
-    """Yield (index, Batch) from batch `start` on; src/tgt are indexable id stores."""
+    """Yield (index, Batch) from batch `start` on; src/tgt are indexable id stores, `guides`
+    (optional) gives each pair's attention guide by the same index (`guide.PieceLinks`)."""
     for index in range(start, len(batches)):
         rows = batches[index]
-        yield index, collate([src[i] for i in rows], [tgt[i] for i in rows])
+        pair_guides = None if guides is None else [guides.pair(i) for i in rows]
+        yield index, collate([src[i] for i in rows], [tgt[i] for i in rows], pair_guides)

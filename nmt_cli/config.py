@@ -7,12 +7,14 @@ key is an error that lists the valid ones; the resolved config is saved with the
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from nmt_cli.alignment import UNITS as ALIGN_UNITS
 from nmt_cli.device import check_device, check_threads
 from nmt_cli.errors import ConfigError
 
@@ -72,6 +74,9 @@ class TrainConfig:
     device: str = "auto"  # auto (cuda when available), cpu or cuda
     threads: int = 0  # CPU threads for torch (0: all cores)
     amp: bool = True  # mixed precision on CUDA (bf16 where supported, else fp16)
+    guided_alignment: float = 0.0  # weight of the attention's cross-entropy to word links (0: off)
+    alignments: str = ""  # Pharaoh word links of the training pairs ("": computed by the teacher)
+    align_unit: str = "word"  # units of those links: word, char (Chinese/Japanese) or piece
 
 
 @dataclass(frozen=True)
@@ -177,6 +182,19 @@ def validate(config: Config) -> Config:
         f"clip_norm must be a finite number ≥ 0, got {t.clip_norm}",
     )
     _require(t.max_time >= 0, f"--max-time must be ≥ 0, got {t.max_time}")
+    _require(
+        math.isfinite(t.guided_alignment) and t.guided_alignment >= 0,
+        f"--guided-alignment must be a finite weight ≥ 0 (0: off), got {t.guided_alignment}",
+    )
+    _require(
+        not t.guided_alignment or m.attention != "none",
+        "--guided-alignment trains the attention, and --attention none has none: "
+        "choose dot, general or additive, or drop --guided-alignment",
+    )
+    _require(
+        t.align_unit in ALIGN_UNITS,
+        f"--align-unit must be one of {', '.join(ALIGN_UNITS)}, got {t.align_unit!r}",
+    )
     check_threads(t.threads)
     check_device(t.device)
     return config

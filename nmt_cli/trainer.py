@@ -81,7 +81,9 @@ class Trainer:
         set_threads(t.threads)
         torch.manual_seed(t.seed)  # the same initial weights on every rank
         self.model = Seq2Seq(config.model).to(self.device)
-        self.objective: torch.nn.Module = Objective(self.model, t.label_smoothing)
+        self.objective: torch.nn.Module = Objective(
+            self.model, t.label_smoothing, t.guided_alignment
+        )
         if self.ranks.distributed:
             from torch.nn.parallel import DistributedDataParallel
 
@@ -95,6 +97,7 @@ class Trainer:
         self.validate = Validator(data, t, self.device, self.autocast)
         self._bad_losses = 0
         self.global_tokens = 0  # target tokens of the last update, summed over ranks
+        self.alignment_loss: float | None = None  # guided term per guided step, last update
 
     # -- data -------------------------------------------------------------------------------
     def _load_training_data(self) -> None:
@@ -107,6 +110,24 @@ class Trainer:
             raise NmtError(
                 f"no training pair has at most {max_len} pieces on both sides; raise --max-len"
             )
+        self.guides = self._load_guides() if self.config.train.guided_alignment else None
+
+    def _load_guides(self):
+        """The word links of the training pairs as piece-level attention targets: from the
+        user's file, or from the teacher (run once by the main rank, stored in the data dir)."""
+        from nmt_cli.guide import training_guides
+
+        t = self.config.train
+        path = Path(t.alignments) if t.alignments else None
+
+        def load(on_event: OnEvent):
+            return training_guides(self.data, t.align_unit, path, on_event)
+
+        if not self.ranks.distributed:
+            return load(self.on_event)
+        guides = load(self.on_event) if self.ranks.main else None
+        barrier(self.ranks)  # the teacher's file is in place before the other ranks read it
+        return guides if guides is not None else load(ignore)
 
     def epoch_batches(self, epoch: int) -> list[np.ndarray]:
         """This rank's batches of `epoch`, in training order (a pure function of seed and epoch)."""
@@ -144,7 +165,9 @@ class Trainer:
         (global_tokens,) = sum_values([float(batch.n_tokens)], self.ranks, self.device)
         self.global_tokens = int(global_tokens)  # target tokens of this update, all ranks
         with self.autocast:
-            loss_sum, _ = self.objective(batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_out)
+            loss_sum, _, alignment = self.objective(
+                batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_out, batch.guide
+            )
         # DDP averages gradients over ranks; scaling by world/global tokens makes the result
         # the gradient of the mean loss over the whole global batch.
         loss = loss_sum * (self.ranks.world / max(1.0, global_tokens))
@@ -154,13 +177,19 @@ class Trainer:
             self.scaler.unscale_(self.optimizer)
         else:
             loss.backward()
-        finite, value = sum_values(
-            [float(torch.isfinite(loss).item()), loss.item() / self.ranks.world],
-            self.ranks,
-            self.device,
-        )
+        guided = alignment is not None
+        reported = [
+            float(torch.isfinite(loss).item()),
+            loss.item() / self.ranks.world,
+            alignment.item() if guided else 0.0,
+            batch.guide.weights.sum().item() if guided else 0.0,  # guided steps: weights sum to 1
+        ]
+        finite, value, alignment_sum, guided_steps = sum_values(reported, self.ranks, self.device)
         if finite < self.ranks.world:
             return self._skip_update()
+        if guided:  # the loss reported stays the translation loss, comparable with unguided runs
+            value -= self.config.train.guided_alignment * alignment_sum / max(1.0, global_tokens)
+            self.alignment_loss = alignment_sum / max(1.0, guided_steps)
         self._bad_losses = 0
         if self.config.train.clip_norm > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.train.clip_norm)
@@ -195,7 +224,7 @@ class Trainer:
             batches = self.epoch_batches(self.progress.epoch)
             self._emit(Event("epoch", {"epoch": self.progress.epoch + 1, "batches": len(batches)}))
             for index, batch in iterate_batches(
-                self.train_src, self.train_tgt, batches, self.progress.batch_index
+                self.train_src, self.train_tgt, batches, self.progress.batch_index, self.guides
             ):
                 lr = self._set_lr()
                 loss = self.train_step(batch)
@@ -204,7 +233,7 @@ class Trainer:
                 if loss is not None:
                     self.progress.step += 1
                     self.progress.tokens_seen += self.global_tokens
-                    window.add(loss, self.global_tokens)
+                    window.add(loss, self.global_tokens, self.alignment_loss)
                     if self.progress.step % t.log_every == 0:
                         self._report(window, lr, len(batches), clock)
                     if self.progress.step % t.valid_every == 0:
@@ -273,6 +302,7 @@ class Trainer:
                     "batch": self.progress.batch_index,
                     "batches": n_batches,
                     "loss": round(window.mean_loss(), 4),
+                    **self._alignment_report(window),
                     "lr": lr,
                     "tokens_per_s": round(window.tokens / window.seconds(), 1),
                     "elapsed": round(self.progress.train_seconds, 1),
@@ -282,6 +312,13 @@ class Trainer:
             )
         )
         window.restart()
+
+    @staticmethod
+    def _alignment_report(window: _Window) -> dict[str, float]:
+        """The guided-alignment term per guided target step (its floor: the links' entropy)."""
+        if not window.alignment_steps:
+            return {}
+        return {"align_loss": round(window.alignment / window.alignment_steps, 4)}
 
     def _remaining(self, run_elapsed: float, steps_per_s: float, n_batches: int) -> float | None:
         t, p = self.config.train, self.progress
@@ -424,11 +461,15 @@ class _Window:
 
     def restart(self) -> None:
         self.loss, self.steps, self.tokens, self.started = 0.0, 0, 0, time.monotonic()
+        self.alignment, self.alignment_steps = 0.0, 0
 
-    def add(self, loss: float, tokens: int) -> None:
+    def add(self, loss: float, tokens: int, alignment: float | None = None) -> None:
         self.loss += loss
         self.steps += 1
         self.tokens += tokens
+        if alignment is not None:
+            self.alignment += alignment
+            self.alignment_steps += 1
 
     def seconds(self) -> float:
         return max(1e-9, time.monotonic() - self.started)

@@ -52,7 +52,7 @@ def main() -> None:
         started = time.perf_counter()
         for batch in work:  # the same update as Trainer.train_step, timed by phase
             t0 = time.perf_counter()
-            loss_sum, _ = trainer.objective(
+            loss_sum, *_ = trainer.objective(
                 batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_out
             )
             t1 = time.perf_counter()

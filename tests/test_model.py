@@ -70,8 +70,14 @@ def test_teacher_forced_path_equals_step_loop(attention, style, feed, cell):
     batch = toy_batch()
     state, memory = model.encode(batch.src, batch.src_lengths)
     fast = model.decoder(batch.tgt_in, state, memory)
-    loop = model.decoder.forward_steps(batch.tgt_in, state, memory)
+    loop, _ = model.decoder.forward_steps(batch.tgt_in, state, memory)
     assert torch.allclose(fast, loop, atol=1e-5)
+    if attention != "none":  # the weights the guided loss reads are the step loop's, too
+        fast, fast_weights = model.decoder(batch.tgt_in, state, memory, attention=True)
+        loop, loop_weights = model.decoder.forward_steps(batch.tgt_in, state, memory, True)
+        assert fast_weights.shape == (*batch.tgt_in.shape, batch.src.size(1))
+        assert torch.allclose(fast_weights, loop_weights, atol=1e-6)
+        assert torch.allclose(fast, loop, atol=1e-5)
 
 
 def test_fused_path_used_only_without_recurrent_attention():
@@ -90,7 +96,7 @@ def test_fused_and_loop_give_same_loss_and_gradients():
     grads_fast = [p.grad.clone() for p in model.parameters()]
     model.zero_grad()
     state, memory = model.encode(batch.src, batch.src_lengths)
-    vectors = model.decoder.forward_steps(batch.tgt_in, state, memory)
+    vectors, _ = model.decoder.forward_steps(batch.tgt_in, state, memory)
     real = batch.tgt_out != PAD_ID
     loss_loop = (
         torch.nn.functional.cross_entropy(

@@ -61,6 +61,15 @@ def train(
     log_every: int | None = _train("Report progress every N updates."),
     patience: int | None = _train("Early stopping after N validations without gain."),
     seed: int | None = _train("Random seed."),
+    guided_alignment: float | None = _train(
+        "Weight of the guided-alignment loss, which trains the attention towards word links "
+        "of the training pairs (0: off; needs attention)."
+    ),
+    alignments: str | None = _train(
+        "Pharaoh file of word links for the training pairs, from any aligner (default: "
+        "computed once by eflomal and kept in DATA_DIR)."
+    ),
+    align_unit: str | None = _train("Units of those links: word, char or piece."),
     device: str | None = device_option(None, _TRAIN),
     threads: int | None = threads_option(None, _TRAIN),
 ) -> None:

@@ -168,15 +168,19 @@ class Decoder(nn.Module):
     def _project(self, features: torch.Tensor) -> torch.Tensor:
         return self.dropout(torch.tanh(self.combine(features)))
 
-    def forward(self, tgt_in: torch.Tensor, state: DecoderState, memory: Memory) -> torch.Tensor:
-        """Teacher-forced attentional vectors (B, T, O) for target inputs (B, T)."""
-        if self.fusable:
-            return self.forward_fused(tgt_in, state, memory)
-        return self.forward_steps(tgt_in, state, memory)
+    def forward(
+        self, tgt_in: torch.Tensor, state: DecoderState, memory: Memory, attention: bool = False
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Teacher-forced attentional vectors (B, T, O) for target inputs (B, T); with
+        `attention`, also the weights (B, T, S) of every step (row t: the step that predicts
+        target t, in either decoder style), for the guided-alignment loss."""
+        run = self.forward_fused if self.fusable else self.forward_steps
+        vectors, weights = run(tgt_in, state, memory, attention)
+        return (vectors, weights) if attention else vectors
 
     def forward_fused(
-        self, tgt_in: torch.Tensor, state: DecoderState, memory: Memory
-    ) -> torch.Tensor:
+        self, tgt_in: torch.Tensor, state: DecoderState, memory: Memory, attention: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """All steps at once: one RNN call over the target, one batched attention."""
         embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
         if isinstance(self.rnn, FastGRU) and self.rnn.use_fast_path(embedded):
@@ -184,16 +188,18 @@ class Decoder(nn.Module):
         else:
             output, _ = self.rnn(embedded, state.hidden)  # (B, T, D)
         if self.attention is None:
-            return self._project(output)
-        context, _ = self.attention(output, memory.keys, memory.states, memory.mask)  # (B, T, M)
-        return self._project(torch.cat([context, output], dim=-1))
+            return self._project(output), None
+        context, weights = self.attention(output, memory.keys, memory.states, memory.mask)
+        return self._project(torch.cat([context, output], dim=-1)), weights  # (B, T, O), (B, T, S)
 
     def forward_steps(
-        self, tgt_in: torch.Tensor, state: DecoderState, memory: Memory
-    ) -> torch.Tensor:
+        self, tgt_in: torch.Tensor, state: DecoderState, memory: Memory, attention: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The step loop, for decoders whose attention feeds the recurrence."""
-        vectors = []
+        vectors, weights = [], []
         for t in range(tgt_in.size(1)):
-            vector, state, _ = self.step(tgt_in[:, t], state, memory)
+            vector, state, step_weights = self.step(tgt_in[:, t], state, memory)
             vectors.append(vector)
-        return torch.cat(vectors, dim=1)
+            if attention:
+                weights.append(step_weights)
+        return torch.cat(vectors, dim=1), torch.stack(weights, dim=1) if attention else None

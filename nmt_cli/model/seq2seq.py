@@ -59,11 +59,16 @@ class Seq2Seq(nn.Module):
         return self.decoder.init_state(final, src.size(0)), memory
 
     def forward(
-        self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor
-    ) -> torch.Tensor:
-        """Teacher-forced attentional vectors (B, T, O); apply `generator` only where needed."""
+        self,
+        src: torch.Tensor,
+        src_lengths: torch.Tensor,
+        tgt_in: torch.Tensor,
+        attention: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Teacher-forced attentional vectors (B, T, O), and with `attention` the weights
+        (B, T, S) too; apply `generator` only where needed."""
         state, memory = self.encode(src, src_lengths)
-        return self.decoder(tgt_in, state, memory)
+        return self.decoder(tgt_in, state, memory, attention)
 
     def step_log_probs(
         self, prev: torch.Tensor, search_state: SearchState

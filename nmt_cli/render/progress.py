@@ -80,9 +80,10 @@ class TrainDisplay:
                 "schedule, RNG and early-stopping state restored"
             )
         if kind == "train":
+            align = f" align {e['align_loss']:.3f}" if "align_loss" in e else ""
             return (
-                f"step {e['step']} epoch {e['epoch']} loss {e['loss']:.3f} ppl {_ppl(e['loss'])} "
-                f"lr {e['lr']:.2e} {e['tokens_per_s']:.0f} tok/s elapsed {_clock(e['elapsed'])} "
+                f"step {e['step']} epoch {e['epoch']} loss {e['loss']:.3f} ppl {_ppl(e['loss'])}"
+                f"{align} lr {e['lr']:.2e} {e['tokens_per_s']:.0f} tok/s elapsed {_clock(e['elapsed'])} "
                 f"left {_clock(e['remaining'])}"
             )
         if kind == "valid":
@@ -104,7 +105,9 @@ class TrainDisplay:
     def _table(self) -> Table:
         t, v = self.last_train, self.last_valid
         table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
-        for name in ("epoch", "step", "loss", "ppl", "lr", "tok/s", "elapsed", "left", "dev BLEU"):
+        guided = bool(t) and "align_loss" in t
+        names = ("epoch", "step", "loss", "ppl", *(("align",) if guided else ()), "lr", "tok/s")
+        for name in (*names, "elapsed", "left", "dev BLEU"):
             table.add_column(name, justify="right")
         if t:
             table.add_row(
@@ -112,6 +115,7 @@ class TrainDisplay:
                 str(t["step"]),
                 f"{t['loss']:.3f}",
                 _ppl(t["loss"]),
+                *((f"{t['align_loss']:.3f}",) if guided else ()),
                 f"{t['lr']:.2e}",
                 f"{t['tokens_per_s']:.0f}",
                 _clock(t["elapsed"]),

@@ -25,12 +25,12 @@ class PoisonedLoss:
         real = trainer.Objective.forward
 
         def forward(module, *args, **kwargs):
-            loss, nll = real(module, *args, **kwargs)
+            loss, *rest = real(module, *args, **kwargs)
             if torch.is_grad_enabled():  # a training step, not validation
                 self.calls += 1
                 if self.poisoned(self.calls):
                     loss = loss * float("nan")  # still part of the graph, as a real NaN is
-            return loss, nll
+            return loss, *rest
 
         monkeypatch.setattr(trainer.Objective, "forward", forward)
 
@@ -91,12 +91,12 @@ def test_an_infinite_loss_is_treated_like_nan(toy_data_dir, tmp_path, monkeypatc
     calls = []
 
     def forward(module, *args, **kwargs):
-        loss, nll = real(module, *args, **kwargs)
+        loss, *rest = real(module, *args, **kwargs)
         if torch.is_grad_enabled():
             calls.append(1)
             if len(calls) == 2:
                 loss = loss * 0 + value
-        return loss, nll
+        return loss, *rest
 
     monkeypatch.setattr(trainer.Objective, "forward", forward)
     out = tmp_path / "model"

@@ -1,0 +1,159 @@
+"""Guided alignment: the loss on the attention, its gradient, and what it does to training."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from cli_runner import invoke, write_toy_corpus
+
+from nmt_cli.alignment import parse_pharaoh, read_gold, score_alignments
+from nmt_cli.batching import Guide, collate
+from nmt_cli.config import ModelConfig
+from nmt_cli.loss import Objective, guided_alignment_loss
+from nmt_cli.model.seq2seq import Seq2Seq
+
+
+def _guide(entries) -> Guide:
+    rows, steps, sources, weights = zip(*entries, strict=True)
+    return Guide(
+        torch.tensor(rows),
+        torch.tensor(steps),
+        torch.tensor(sources),
+        torch.tensor(weights, dtype=torch.float32),
+    )
+
+
+# Two rows of a batch, 3 target steps, 4 source positions: row 0 step 0 is linked to source
+# 1 only, row 0 step 2 to sources 0 and 3 (a word linked to two), row 1 step 1 to source 2;
+# the other steps (unaligned words) have no entries.
+ENTRIES = [(0, 0, 1, 1.0), (0, 2, 0, 0.5), (0, 2, 3, 0.5), (1, 1, 2, 1.0)]
+
+
+def _target_distribution(shape=(2, 3, 4)) -> torch.Tensor:
+    q = torch.full(shape, 0.25, dtype=torch.float64)  # steps without links: any distribution
+    for row, step, _, _ in ENTRIES:
+        q[row, step] = 0.0
+    for row, step, source, weight in ENTRIES:
+        q[row, step, source] = weight
+    return q
+
+
+def test_guided_loss_is_smallest_at_the_target_distribution_and_equals_its_entropy():
+    guide = _guide(ENTRIES)
+    q = _target_distribution()
+    entropy = -sum(w * torch.log(torch.tensor(w)) for *_, w in ENTRIES).item()  # 2 × ½ log 2
+    at_target = guided_alignment_loss(q.float(), guide).item()
+    assert at_target == pytest.approx(entropy, abs=1e-5)
+    assert entropy == pytest.approx(torch.log(torch.tensor(2.0)).item(), abs=1e-6)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(20):  # any other attention costs more
+        other = torch.softmax(torch.randn(2, 3, 4, generator=generator), dim=-1)
+        assert guided_alignment_loss(other, guide).item() > at_target + 1e-4
+    nearby = torch.softmax(torch.log(q.clamp_min(1e-6)) + 0.05 * torch.randn(2, 3, 4), dim=-1)
+    assert guided_alignment_loss(nearby.float(), guide).item() > at_target
+
+
+def test_guided_loss_gradient_matches_finite_differences():
+    guide = _guide(ENTRIES)
+    guide = Guide(guide.rows, guide.steps, guide.sources, guide.weights.double())
+    scores = torch.randn(2, 3, 4, dtype=torch.float64, requires_grad=True)
+
+    def loss(s: torch.Tensor) -> torch.Tensor:
+        return guided_alignment_loss(torch.softmax(s, dim=-1), guide)
+
+    assert torch.autograd.gradcheck(loss, (scores,), eps=1e-6, atol=1e-6)
+    (gradient,) = torch.autograd.grad(loss(scores), scores)
+    expected = torch.softmax(scores, dim=-1) - _target_distribution()  # softmax CE: a − q
+    guided_rows = torch.zeros(2, 3, dtype=torch.bool)
+    for row, step, _, _ in ENTRIES:
+        guided_rows[row, step] = True
+    assert torch.allclose(gradient[guided_rows], expected[guided_rows].detach(), atol=1e-9)
+    assert torch.all(gradient[~guided_rows] == 0)  # unguided steps get no gradient
+
+
+def _tiny(**overrides) -> Seq2Seq:
+    torch.manual_seed(0)
+    config = ModelConfig(
+        emb_size=16, hidden_size=16, src_vocab_size=20, tgt_vocab_size=20, **overrides
+    )
+    return Seq2Seq(config)
+
+
+def _batch_with_guide():
+    src = [torch.tensor([5, 6, 7, 8]).numpy(), torch.tensor([9, 10]).numpy()]
+    tgt = [torch.tensor([11, 12, 13]).numpy(), torch.tensor([14, 15]).numpy()]
+    guides = [
+        (torch.tensor([0, 2, 2]).numpy(), torch.tensor([1, 0, 3]).numpy(), [1.0, 0.5, 0.5]),
+        (torch.tensor([1]).numpy(), torch.tensor([1]).numpy(), [1.0]),
+    ]
+    guides = [(s, c, torch.tensor(w).numpy()) for s, c, w in guides]
+    return collate(src, tgt, guides)
+
+
+@pytest.mark.parametrize(
+    ("style", "feed"), [("luong", False), ("luong", True), ("bahdanau", False)]
+)
+def test_objective_adds_the_weighted_guided_term_in_fused_and_step_paths(style, feed):
+    model = _tiny(attention="additive", decoder_style=style, input_feed=feed)
+    model.eval()
+    batch = _batch_with_guide()
+    assert batch.guide is not None and batch.guide.rows.tolist() == [0, 0, 0, 1]
+    args = (batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_out)
+    plain, nll, none = Objective(model, 0.0)(*args)
+    assert none is None
+    unguided, _, _ = Objective(model, 0.0, 0.0)(*args, batch.guide)
+    guided, guided_nll, alignment = Objective(model, 0.0, 0.7)(*args, batch.guide)
+    assert torch.equal(unguided, plain)  # weight 0: the guide is not even read
+    assert torch.allclose(guided_nll, nll)
+    _, weights = model(*args[:3], attention=True)
+    expected = guided_alignment_loss(weights, batch.guide)
+    assert alignment.item() == pytest.approx(expected.item(), rel=1e-6)
+    assert guided.item() == pytest.approx(plain.item() + 0.7 * expected.item(), rel=1e-6)
+    model.zero_grad()
+    guided.backward()  # the term reaches the attention's parameters
+    assert model.decoder.attention.v.weight.grad.abs().sum() > 0
+
+
+def _links(n: int) -> str:
+    """Pharaoh links of a reversal: source word i ↔ target word n − 1 − i."""
+    return " ".join(f"{i}-{n - 1 - i}" for i in range(n))
+
+
+def _aer(tmp_path, data_dir, guided: bool, links_file) -> float:
+    out = tmp_path / ("guided" if guided else "plain")
+    extra = ("--guided-alignment", "1.0", "--alignments", links_file) if guided else ()
+    result = invoke(
+        "train", data_dir, "-o", out, "--emb-size", "32", "--hidden-size", "32",
+        "--max-steps", "40", "--valid-every", "40", "--batch-tokens", "400", "--lr", "0.01",
+        "--threads", "1", "--attention", "general", *extra,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    log = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
+    trained = [e for e in log if e["event"] == "train"]
+    assert all(("align_loss" in e) == guided for e in trained)
+    test = tmp_path / "test"
+    result = invoke(
+        "align", "-m", out, "--src", test / "toy.src", "--tgt", test / "toy.tgt", "--view", "none"
+    )
+    assert result.exit_code == 0, result.stderr
+    links = [parse_pharaoh(line) for line in result.stdout.splitlines()]
+    return score_alignments(links, read_gold(test / "gold.align")).aer
+
+
+def test_guided_training_on_a_reversal_task_aligns_better_than_the_same_run_without(tmp_path):
+    src, tgt = write_toy_corpus(tmp_path / "corpus", n=400, seed=3)
+    data_dir = tmp_path / "data"
+    result = invoke("prepare", "--src", src, "--tgt", tgt, "--dev-size", "20", "--test-size", "20",
+                    "--vocab-size", "60", "-o", data_dir)  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    train_src = (data_dir / "train.src").read_text(encoding="utf-8").splitlines()
+    links_file = tmp_path / "train.links"
+    links_file.write_text("".join(_links(len(s.split())) + "\n" for s in train_src))
+    test_src, _ = write_toy_corpus(tmp_path / "test", n=30, seed=99)
+    lengths = [len(line.split()) for line in test_src.read_text().splitlines()]
+    (tmp_path / "test" / "gold.align").write_text("".join(_links(n) + "\n" for n in lengths))
+    plain = _aer(tmp_path, data_dir, False, links_file)
+    guided = _aer(tmp_path, data_dir, True, links_file)
+    assert guided < plain - 0.1, (guided, plain)
