@@ -139,7 +139,7 @@ def _line(words: list[str]) -> str:
 
 
 @dataclass(frozen=True)
-class _Pair:
+class TrainingPair:
     """One training pair as the teacher and the piece mapping see it."""
 
     src_pieces: list[str]
@@ -166,7 +166,7 @@ def training_guides(
     """
     if unit not in UNITS:
         raise ConfigError(f"unknown alignment unit {unit!r}; choose one of: {', '.join(UNITS)}")
-    pairs = _training_pairs(data, unit, on_event)
+    pairs = training_pairs(data, unit, on_event)
     if alignments is not None:
         links = read_word_links(Path(alignments), pairs, data, stored=False)
     else:
@@ -177,7 +177,7 @@ def training_guides(
 def _stored_or_taught(
     data: DataDir,
     unit: str,
-    pairs: list[_Pair],
+    pairs: list[TrainingPair],
     on_event: OnEvent,
     fallback_dir: Path | None,
 ) -> list[set[Link]]:
@@ -210,7 +210,9 @@ def _writable(directory: Path) -> bool:
     return os.access(directory, os.W_OK)
 
 
-def _training_pairs(data: DataDir, unit: str, on_event: OnEvent) -> list[_Pair]:
+def training_pairs(
+    data: DataDir, unit: str = "word", on_event: OnEvent = ignore
+) -> list[TrainingPair]:
     """Every training pair's pieces (from its token ids) and units."""
     src_ids, tgt_ids = data.ids("train", "src"), data.ids("train", "tgt")
     src_vocab = _pieces_of(Tokenizer(data.src_spm))
@@ -222,7 +224,9 @@ def _training_pairs(data: DataDir, unit: str, on_event: OnEvent) -> list[_Pair]:
         src_pieces = src_vocab[src_ids[k]].tolist()
         tgt_pieces = tgt_vocab[tgt_ids[k]].tolist()
         pairs.append(
-            _Pair(src_pieces, tgt_pieces, units(src_pieces, unit)[0], units(tgt_pieces, unit)[0])
+            TrainingPair(
+                src_pieces, tgt_pieces, units(src_pieces, unit)[0], units(tgt_pieces, unit)[0]
+            )
         )
     on_event(count(READING, len(src_ids), len(src_ids)))
     return pairs
@@ -233,7 +237,7 @@ def _pieces_of(tokenizer: Tokenizer) -> np.ndarray:
     return np.array([tokenizer.id_to_piece(i) for i in range(tokenizer.vocab_size)], dtype=object)
 
 
-def _to_pieces(links: list[set[Link]], pairs: list[_Pair], unit: str) -> PieceLinks:
+def _to_pieces(links: list[set[Link]], pairs: list[TrainingPair], unit: str) -> PieceLinks:
     per_pair = [
         piece_links(a, p.src_pieces, p.tgt_pieces, unit) for a, p in zip(links, pairs, strict=True)
     ]
@@ -256,7 +260,9 @@ def write_word_links(path: Path, links: list[set[Link]]) -> None:
         handle.writelines(format_pharaoh(a) + "\n" for a in links)
 
 
-def read_word_links(path: Path, pairs: list[_Pair], data: DataDir, stored: bool) -> list[set[Link]]:
+def read_word_links(
+    path: Path, pairs: list[TrainingPair], data: DataDir, stored: bool
+) -> list[set[Link]]:
     """The links of a Pharaoh file, checked against the training pairs: one line each, in
     order, every index inside its pair's units; one-line InputError naming file and line."""
     fix = (
@@ -276,7 +282,7 @@ def read_word_links(path: Path, pairs: list[_Pair], data: DataDir, stored: bool)
     return [_checked_line(path, number, line, pair, fix) for number, (line, pair) in numbered]
 
 
-def _checked_line(path: Path, number: int, line: str, pair: _Pair, fix: str) -> set[Link]:
+def _checked_line(path: Path, number: int, line: str, pair: TrainingPair, fix: str) -> set[Link]:
     try:
         links = parse_pharaoh(line)
     except InputError as exc:

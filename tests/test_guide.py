@@ -148,7 +148,7 @@ def _train_words(data, side):
 
 
 def test_word_units_from_pieces_are_the_words_of_the_cleaned_text(data):
-    pairs = guide._training_pairs(data, "word", guide.ignore)
+    pairs = guide.training_pairs(data, "word", guide.ignore)
     assert [p.src_units for p in pairs] == _train_words(data, "src")
     assert [p.tgt_units for p in pairs] == _train_words(data, "tgt")
 
@@ -185,7 +185,7 @@ def test_a_user_file_is_read_and_the_data_dir_left_alone(data, taught, tmp_path)
     user.write_text("0-0\n" * len(data.ids("train", "src")), encoding="utf-8")
     guides = training_guides(data, alignments=user)
     assert taught == [] and not (data.path / alignments_name("word")).exists()
-    for i, pair in enumerate(guide._training_pairs(data, "word", guide.ignore)):
+    for i, pair in enumerate(guide.training_pairs(data, "word", guide.ignore)):
         first_src = units(pair.src_pieces, "word")[1][0].nonzero()[0]
         first_tgt = units(pair.tgt_pieces, "word")[1][0].nonzero()[0]
         tgt, src, weight = guides.pair(i)
