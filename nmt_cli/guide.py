@@ -293,6 +293,6 @@ def _checked_line(path: Path, number: int, line: str, pair: TrainingPair, fix: s
             side, index, size = ("source", i, n_src) if i >= n_src else ("target", j, n_tgt)
             raise InputError(
                 f"{path}, line {number}: link {i}-{j} names {side} word {index}, but that pair "
-                f"has {size} {side} words (counted from 0); {fix}"
+                f"has {size} {side} words, numbered from 0; {fix}"
             )
     return links

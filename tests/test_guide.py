@@ -296,3 +296,8 @@ def test_the_real_teacher_aligns_the_toy_data(data):
     found = [guide.parse_pharaoh(line) for line in stored]
     hits = sum(len(a & g) for a, g in zip(found, expected, strict=True))
     assert hits / sum(map(len, expected)) >= 0.8
+
+
+def test_a_missing_alignments_file_is_an_input_error(data, tmp_path):
+    with pytest.raises(InputError, match=r"none\.align does not exist"):
+        training_guides(data, alignments=tmp_path / "none.align")
