@@ -16,6 +16,11 @@ $(STAMP): pyproject.toml
 	# Take the CPU build of torch when none is present; leave an existing torch alone.
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q $(TORCH_CPU)
 	$(PY) -m pip install -q -e ".[dev]"
+	# eflomal, guided alignment's teacher, is compiled here; without a compiler nmt still works
+	# (guided training then needs --alignments FILE), so a failed build only warns.
+	$(PY) -m pip install -q -e ".[dev,align]" || echo "warning: eflomal did not build, so \
+	guided alignment has no teacher: install a C compiler and run \`make install\` again, \
+	or give nmt train --alignments FILE from another aligner" >&2
 	touch $(STAMP)
 
 # The demo trains for a fixed number of updates (data/configs/demo.toml), so every machine gets

@@ -223,6 +223,13 @@ def _units(pieces: list[str], unit: str) -> tuple[list[str], np.ndarray]:
     return names, matrix
 
 
+def units(pieces: list[str], unit: str = "word") -> tuple[list[str], np.ndarray]:
+    """The units (words, characters or pieces) that `merge_to_words` reads `pieces` as: their
+    names and the (units, pieces) 0/1 matrix saying which pieces make up which unit."""
+    _choice(unit, UNITS, "alignment unit")
+    return _units(pieces, unit)
+
+
 def shift_rows(attention: np.ndarray, shift: int = 1) -> np.ndarray:
     """Rows moved by `shift` steps (row j takes row j+shift, clamped at the ends), shape kept.
 

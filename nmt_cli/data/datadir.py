@@ -6,6 +6,8 @@ Layout (every name is relative to the directory, and prepare.json lists them):
     spm.model, spm.vocab               joint tokenizer (or spm.src.* and spm.tgt.* when separate)
     {train,dev,test}.{src,tgt}         cleaned text, one sentence per line
     {split}.{side}.ids.npy / .offsets.npy   token ids (see nmt_cli.data.ids)
+    train.{unit}.align                 word links of the training pairs (nmt_cli.guide), added
+                                       by `nmt train --guided-alignment`; not in prepare.json
 """
 
 from __future__ import annotations
@@ -35,6 +37,14 @@ def text_name(split: str, side: str) -> str:
 def spm_prefix_name(side: str | None) -> str:
     """The SentencePiece model prefix: `spm` when joint (side None), else `spm.src`/`spm.tgt`."""
     return "spm" if side is None else f"spm.{side}"
+
+
+def alignments_name(unit: str) -> str:
+    """The file of the training pairs' word links over `unit` (word, char or piece), one Pharaoh
+    line per pair, e.g. `train.word.align`. Computed once by the guided-alignment teacher and
+    kept beside the token ids; prepare.json does not list it, so it changes neither the
+    checks on load nor the fingerprint, and `nmt prepare --force` removes it with the rest."""
+    return f"train.{unit}.align"
 
 
 @dataclass(frozen=True)
