@@ -44,15 +44,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--src-lang", default="en")
     parser.add_argument("--tgt-lang", default="zh")
+    parser.add_argument("--train", nargs=2, type=Path, metavar=("SRC", "TGT"),
+                        help="training text (default: the demo's training split)")  # fmt: skip
+    parser.add_argument("--eval", nargs=2, type=Path, metavar=("SRC", "TGT"),
+                        help="the pairs to align (default: the demo's test split)")  # fmt: skip
     parser.add_argument("--env", type=Path, default=BENCH_DIR / "work" / "venv-eflomal")
     parser.add_argument("--out", type=Path, default=REPO_DIR / "runs" / "eflomal")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     aligner = install(args.env)
-    test_src = lines(DEMO / f"test.{args.src_lang}")
-    test_tgt = lines(DEMO / f"test.{args.tgt_lang}")
-    src = lines(DEMO / f"train.{args.src_lang}") + test_src
-    tgt = lines(DEMO / f"train.{args.tgt_lang}") + test_tgt
+    train = args.train or (DEMO / f"train.{args.src_lang}", DEMO / f"train.{args.tgt_lang}")
+    evaluated = args.eval or (DEMO / f"test.{args.src_lang}", DEMO / f"test.{args.tgt_lang}")
+    test_src, test_tgt = lines(evaluated[0]), lines(evaluated[1])
+    src = lines(train[0]) + test_src
+    tgt = lines(train[1]) + test_tgt
     (args.out / "all.src").write_text("\n".join(src) + "\n", encoding="utf-8")
     (args.out / "all.tgt").write_text("\n".join(tgt) + "\n", encoding="utf-8")
     command = [

@@ -178,15 +178,15 @@ def test_registries_are_found_in_subfolders_but_not_in_run_outputs(repo):
     assert found == ["bench/figures.toml", "docs/figures.toml"]
 
 
-# The generated tables of docs/alignment.md, row by row ------------------------------------
+# The generated tables of docs/alignment-extraction.md, row by row ------------------------------------
 
-ALIGNMENT = ROOT / "docs" / "results" / "alignment.json"
+ALIGNMENT = ROOT / "docs" / "results" / "alignment-extraction.json"
 
 
 def test_every_alignment_table_row_matches_the_results_file():
-    """`make align-report` writes the tables and the JSON in one run: every row must agree."""
+    """`make align-grid` writes the tables and the JSON in one run: every row must agree."""
     results = json.loads(ALIGNMENT.read_text(encoding="utf-8"))
-    doc = (ROOT / "docs" / "alignment.md").read_text(encoding="utf-8")
+    doc = (ROOT / "docs" / "alignment-extraction.md").read_text(encoding="utf-8")
     assert len(results["rows"]) > 100
     for key, row in results["rows"].items():
         flags, kind = key.rsplit(" | ", 1)
