@@ -24,7 +24,7 @@ from nmt_cli.alignment import UNITS, Link, format_pharaoh, parse_pharaoh, symmet
 from nmt_cli.atomic import atomic_open
 from nmt_cli.data.datadir import DataDir, alignments_name
 from nmt_cli.data.tokenizer import Tokenizer
-from nmt_cli.errors import ConfigError, InputError, NmtError
+from nmt_cli.errors import ArtifactError, ConfigError, InputError, NmtError
 from nmt_cli.lines import read_lines
 from nmt_cli.progress import Event, OnEvent, count, ignore
 
@@ -213,23 +213,44 @@ def _writable(directory: Path) -> bool:
 def training_pairs(
     data: DataDir, unit: str = "word", on_event: OnEvent = ignore
 ) -> list[TrainingPair]:
-    """Every training pair's pieces (from its token ids) and units."""
+    """Every training pair's pieces (from its token ids) and units. Word units are named by
+    the whitespace words of the cleaned text when there are as many (SentencePiece splits no
+    word and joins none, so there always are), so that the teacher sees a rare word itself,
+    not the "<unk>" piece that stands for a character of it."""
     src_ids, tgt_ids = data.ids("train", "src"), data.ids("train", "tgt")
     src_vocab = _pieces_of(Tokenizer(data.src_spm))
     tgt_vocab = src_vocab if data.joint else _pieces_of(Tokenizer(data.tgt_spm))
+    texts = zip(
+        range(len(src_ids)),
+        read_lines(data.text("train", "src")),
+        read_lines(data.text("train", "tgt")),
+        strict=True,
+    )
     pairs = []
-    for k in range(len(src_ids)):
-        if k % _REPORT_EVERY == 0:
-            on_event(count(READING, k, len(src_ids)))
-        src_pieces = src_vocab[src_ids[k]].tolist()
-        tgt_pieces = tgt_vocab[tgt_ids[k]].tolist()
-        pairs.append(
-            TrainingPair(
-                src_pieces, tgt_pieces, units(src_pieces, unit)[0], units(tgt_pieces, unit)[0]
-            )
-        )
+    try:
+        for k, src_text, tgt_text in texts:
+            if k % _REPORT_EVERY == 0:
+                on_event(count(READING, k, len(src_ids)))
+            src_pieces = src_vocab[src_ids[k]].tolist()
+            tgt_pieces = tgt_vocab[tgt_ids[k]].tolist()
+            src_units = _named(units(src_pieces, unit)[0], src_text, unit)
+            tgt_units = _named(units(tgt_pieces, unit)[0], tgt_text, unit)
+            pairs.append(TrainingPair(src_pieces, tgt_pieces, src_units, tgt_units))
+    except (ValueError, IndexError):  # zip's strict check, or fewer target than source ids
+        raise ArtifactError(
+            f"{data.path}: the training text and token ids differ in length; re-create it "
+            "with `nmt prepare`"
+        ) from None
     on_event(count(READING, len(src_ids), len(src_ids)))
     return pairs
+
+
+def _named(names: list[str], text: str, unit: str) -> list[str]:
+    """The units' names, from the text's words when they are words and as many."""
+    if unit != "word":
+        return names
+    words = text.split()
+    return words if len(words) == len(names) else names
 
 
 def _pieces_of(tokenizer: Tokenizer) -> np.ndarray:

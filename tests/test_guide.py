@@ -148,9 +148,16 @@ def _train_words(data, side):
 
 
 def test_word_units_from_pieces_are_the_words_of_the_cleaned_text(data):
-    pairs = guide.training_pairs(data, "word", guide.ignore)
-    assert [p.src_units for p in pairs] == _train_words(data, "src")
-    assert [p.tgt_units for p in pairs] == _train_words(data, "tgt")
+    pairs = guide.training_pairs(data, "word")
+    for side in ("src", "tgt"):
+        pieces = [p.src_pieces if side == "src" else p.tgt_pieces for p in pairs]
+        assert [units(p, "word")[0] for p in pieces] == _train_words(data, side)
+
+
+def test_the_teacher_sees_rare_words_not_unknown_pieces():
+    assert guide._named(["<unk>琴", "。"], "钢琴 。", "word") == ["钢琴", "。"]
+    assert guide._named(["a", "b"], "a b c", "word") == ["a", "b"]  # not as many: kept
+    assert guide._named(["<", "u"], "钢", "char") == ["<", "u"]
 
 
 def test_guides_are_computed_once_stored_and_reused(data, taught):
