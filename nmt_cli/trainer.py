@@ -121,7 +121,7 @@ class Trainer:
         path = Path(t.alignments) if t.alignments else None
 
         def load(on_event: OnEvent):
-            return training_guides(self.data, t.align_unit, path, on_event)
+            return training_guides(self.data, t.align_unit, path, on_event, self.model_dir)
 
         if not self.ranks.distributed:
             return load(self.on_event)
