@@ -157,3 +157,32 @@ def test_guided_training_on_a_reversal_task_aligns_better_than_the_same_run_with
     plain = _aer(tmp_path, data_dir, False, links_file)
     guided = _aer(tmp_path, data_dir, True, links_file)
     assert guided < plain - 0.1, (guided, plain)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--guided-alignment", "-1"), "--guided-alignment must be a finite weight ≥ 0"),
+        (("--guided-alignment", "nan"), "--guided-alignment must be a finite weight ≥ 0"),
+        (("--guided-alignment", "inf"), "--guided-alignment must be a finite weight ≥ 0"),
+        (("--guided-alignment", "1", "--attention", "none"), "--attention none has none"),
+        (("--guided-alignment", "1", "--align-unit", "syllable"), "--align-unit must be one of"),
+    ],
+)
+def test_bad_guided_alignment_settings_are_one_line_errors(toy_data_dir, tmp_path, flags, message):
+    out = tmp_path / "model"
+    result = invoke("train", toy_data_dir, "-o", out, "--max-steps", "1", *flags)
+    assert result.exit_code == 2, result.stderr
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr and not (out / "model.pt").exists()
+
+
+def test_an_alignments_file_that_does_not_fit_the_training_pairs_is_refused(toy_data_dir, tmp_path):
+    links = tmp_path / "short.links"
+    links.write_text("0-0\n1-1\n", encoding="utf-8")
+    out = tmp_path / "model"
+    result = invoke("train", toy_data_dir, "-o", out, "--max-steps", "1",
+                    "--guided-alignment", "1", "--alignments", links)  # fmt: skip
+    assert result.exit_code == 2, result.stderr
+    assert str(links) in result.stderr and "one line per pair" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not (out / "model.pt").exists()
