@@ -135,7 +135,7 @@ def _argmax_one_sentence(translator, line: str) -> list[int]:
     """Greedy decoding written out for one sentence: no batch, no search module."""
     import torch
 
-    from nmt_cli.model.seq2seq import BOS_ID, EOS_ID
+    from nmt_cli.specials import BOS_ID, EOS_ID
 
     ids = translator.src_tokenizer.encode(line)
     src = torch.tensor([ids])
@@ -155,7 +155,7 @@ def _argmax_one_sentence(translator, line: str) -> list[int]:
 def _beam_search_of_one(translator, line: str) -> list[int]:
     import torch
 
-    from nmt_cli.model.seq2seq import BOS_ID, EOS_ID
+    from nmt_cli.specials import BOS_ID, EOS_ID
     from nmt_cli.search import beam_search
 
     ids = translator.src_tokenizer.encode(line)

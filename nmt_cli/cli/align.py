@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import typer
-
 from nmt_cli.cli.boundary import command_boundary
 from nmt_cli.cli.options import (
     beam_option,
@@ -13,6 +11,7 @@ from nmt_cli.cli.options import (
     device_option,
     in_panel,
     model_option,
+    option,
     threads_option,
 )
 
@@ -22,17 +21,14 @@ _extract, _output = in_panel("Extraction"), in_panel("Output")
 @command_boundary
 def align(
     model: Path = model_option(help="Model directory (source → target) written by `nmt train`."),
-    src: Path | None = typer.Option(None, "--src", help="Source sentences (with --tgt)."),
-    tgt: Path | None = typer.Option(None, "--tgt", help="Target sentences (with --src)."),
-    tsv: Path | None = typer.Option(None, "--tsv", help="source<TAB>target lines."),
-    input: Path | None = typer.Option(
-        None,
-        "--input",
-        "-i",
-        help="`src ||| tgt` lines, or source lines to translate; default stdin.",
+    src: Path | None = option(None, "Source sentences (with --tgt).", "--src"),
+    tgt: Path | None = option(None, "Target sentences (with --src).", "--tgt"),
+    tsv: Path | None = option(None, "source<TAB>target lines.", "--tsv"),
+    input: Path | None = option(
+        None, "`src ||| tgt` lines, or source lines to translate; default stdin.", "--input", "-i"
     ),
-    reverse_model: Path | None = typer.Option(
-        None, "--reverse-model", help="Target → source model: symmetrise both directions."
+    reverse_model: Path | None = option(
+        None, "Target → source model: symmetrise both directions.", "--reverse-model"
     ),
     symmetrize: str = _extract(
         "grow-diag-final-and",
