@@ -155,8 +155,8 @@ def _argmax_one_sentence(translator, line: str) -> list[int]:
 def _beam_search_of_one(translator, line: str) -> list[int]:
     import torch
 
-    from nmt_cli.specials import BOS_ID, EOS_ID
     from nmt_cli.search import beam_search
+    from nmt_cli.specials import BOS_ID, EOS_ID
 
     ids = translator.src_tokenizer.encode(line)
     state = translator.model.encode(torch.tensor([ids]), torch.tensor([len(ids)]))
