@@ -103,7 +103,9 @@ def align(
     search = SearchOptions(beam_size=beam).check()
     check_device_options(device, threads)
     if png is not None:
-        _check_png(png)
+        from nmt_cli.render.plot import check_plot_path
+
+        check_plot_path(png, "--png")
     pair_files = _checked_pair_files(src, tgt, tsv, input)
     translator = Translator.load(model, device=device, threads=threads)
     reverse = Translator.load(reverse_model, device=device) if reverse_model else None
@@ -116,18 +118,6 @@ def align(
     lines, name = _input_lines(input)
     output.run(_stream_alignments(translator, reverse, options, lines, name, search))
     lines.check()  # an unreadable line fails after every pair before it is written
-
-
-def _check_png(png: Path) -> None:
-    from nmt_cli.errors import InputError
-    from nmt_cli.render.plot import check_plot_path
-
-    if not png.parent.is_dir():
-        raise InputError(
-            f"cannot write {png}: the folder {png.parent} does not exist; create it or "
-            "choose another path"
-        )
-    check_plot_path(png, "--png")
 
 
 def _check_options(options) -> None:
