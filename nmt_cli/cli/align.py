@@ -81,9 +81,11 @@ def align(
     """Word alignments from attention (or saliency): heatmaps, Pharaoh links, AER against gold."""
     import sys
 
-    from nmt_cli.aligner import AlignOptions
+    from nmt_cli.aligner import AlignOptions, align_pairs, checked_pairs
     from nmt_cli.cli.align_output import AlignOutput
+    from nmt_cli.data.corpus import read_pairs
     from nmt_cli.errors import ConfigError
+    from nmt_cli.lines import UntilError, iter_lines, open_input
     from nmt_cli.translator import SearchOptions, Translator
 
     if view not in ("auto", "heatmap", "links", "none"):
@@ -113,9 +115,11 @@ def align(
         view = "heatmap" if sys.stdout.isatty() and not json_output else "none"
     output = AlignOutput(view=view, json_output=json_output, gold=gold, png=png)
     if pair_files is not None:
-        output.run(_file_alignments(translator, reverse, options, pair_files))
+        pairs = checked_pairs(read_pairs(pair_files), pair_files.describe())
+        output.run(align_pairs(translator, pairs, options, reverse))
         return
-    lines, name = _input_lines(input)
+    stream, name = open_input(input)
+    lines = UntilError(iter_lines(stream, name))
     output.run(_stream_alignments(translator, reverse, options, lines, name, search))
     lines.check()  # an unreadable line fails after every pair before it is written
 
@@ -172,21 +176,6 @@ def _checked_pair_files(src, tgt, tsv, input):
     for _ in checked_pairs(read_pairs(source), source.describe()):
         pass
     return source
-
-
-def _file_alignments(translator, reverse, options, source):
-    from nmt_cli.aligner import align_pairs, checked_pairs
-    from nmt_cli.data.corpus import read_pairs
-
-    pairs = checked_pairs(read_pairs(source), source.describe())
-    return align_pairs(translator, pairs, options, reverse)
-
-
-def _input_lines(input):
-    from nmt_cli.lines import UntilError, iter_lines, open_input
-
-    stream, name = open_input(input)
-    return UntilError(iter_lines(stream, name)), name
 
 
 def _stream_alignments(translator, reverse, options, lines, name, search):
