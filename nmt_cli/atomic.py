@@ -111,13 +111,10 @@ def staged_directory(final: str | os.PathLike, force: bool = False) -> Iterator[
 
 def _move_into_place(stage: Path, final: Path) -> None:
     """Rename the finished `stage` to `final`, replacing an old `final` only now."""
-    parent = final.parent
+    parent, old = final.parent, final.parent / f".{final.name}.old"
+    shutil.rmtree(old, ignore_errors=True)  # a leftover of a replacement killed midway
     if final.exists():
-        old = parent / f".{final.name}.old"
-        shutil.rmtree(old, ignore_errors=True)
         os.replace(final, old)
-        os.replace(stage, final)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(stage, final)
+    os.replace(stage, final)
+    shutil.rmtree(old, ignore_errors=True)
     _fsync_dir(parent)
