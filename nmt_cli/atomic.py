@@ -85,7 +85,8 @@ def staged_directory(final: str | os.PathLike, force: bool = False) -> Iterator[
     """Yield an empty temporary directory that becomes `final` only if the block succeeds.
 
     An existing `final` is refused unless `force`, in which case it is replaced only after
-    the new one is complete.
+    the new one is complete. The directory and the files in it get the user's usual
+    permissions (temporary ones start private).
     """
     final = Path(final)
     if final.exists() and not force:
@@ -101,6 +102,10 @@ def staged_directory(final: str | os.PathLike, force: bool = False) -> Iterator[
     try:
         yield stage
         try:
+            mask = _umask()
+            stage.chmod(0o777 & ~mask)
+            for file in stage.iterdir():
+                file.chmod(0o666 & ~mask)
             _move_into_place(stage, final)
         except OSError as exc:
             raise write_error(final, exc) from exc

@@ -20,7 +20,6 @@ import gc
 import itertools
 import json
 import math
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -44,7 +43,13 @@ from nmt_cli.data.datadir import (
 )
 from nmt_cli.data.ids import TokenIdsWriter
 from nmt_cli.data.sample import smallest_keys
-from nmt_cli.data.splits import ProgressCallback, WrittenSplit, write_given, write_train
+from nmt_cli.data.splits import (
+    ProgressCallback,
+    WrittenSplit,
+    chunked,
+    write_given,
+    write_train,
+)
 from nmt_cli.data.tokenizer import (
     Tokenizer,
     TrainedTokenizer,
@@ -161,7 +166,6 @@ def prepare(options: PrepareOptions, progress: ProgressCallback | None = None) -
             seconds=time.perf_counter() - started,
         )
         write_text(stage / MANIFEST, json.dumps(build_manifest(options, report), indent=2) + "\n")
-        _apply_umask(stage)
     return report
 
 
@@ -215,16 +219,21 @@ class _TrainingSample:
 
     def __iter__(self) -> Iterator[str]:
         for path in self.files:
-            with open(path, encoding="utf-8", newline="\n") as handle:
-                if self.lines is None:
-                    yield from (line[:-1] for line in handle)
-                    continue
-                wanted = iter(self.lines.tolist())
-                next_line = next(wanted, None)
-                for number, line in enumerate(handle):
-                    if number == next_line:
-                        yield line[:-1]
-                        next_line = next(wanted, None)
+            if self.lines is None:
+                yield from _text_lines(path)
+                continue
+            wanted = iter(self.lines.tolist())
+            next_line = next(wanted, None)
+            for number, line in enumerate(_text_lines(path)):
+                if number == next_line:
+                    yield line
+                    next_line = next(wanted, None)
+
+
+def _text_lines(path: Path) -> Iterator[str]:
+    """The lines of one of the text files written here (UTF-8, every line ends in "\\n")."""
+    with open(path, encoding="utf-8", newline="\n") as handle:
+        yield from (line[:-1] for line in handle)
 
 
 def _sample(stage: Path, train: WrittenSplit, sides: tuple[str, ...], seed: int) -> _TrainingSample:
@@ -238,10 +247,10 @@ def _sample(stage: Path, train: WrittenSplit, sides: tuple[str, ...], seed: int)
 
 def _coverage(stage: Path, sides: tuple[str, ...]) -> float:
     """The automatic character coverage, judged on the first lines of each training side."""
-    heads = []
-    for side in sides:
-        with open(stage / text_name("train", side), encoding="utf-8", newline="\n") as handle:
-            heads.append([line[:-1] for line in itertools.islice(handle, _COVERAGE_LINES)])
+    heads = (
+        list(itertools.islice(_text_lines(stage / text_name("train", side)), _COVERAGE_LINES))
+        for side in sides
+    )
     return auto_character_coverage(*heads)
 
 
@@ -289,24 +298,11 @@ def _encode_split(
         prefix = stage / text_name(split.name, side)
         step = f"encoding {prefix.name}"
         with TokenIdsWriter(prefix, model.vocab_size) as writer:
-            for chunk in _line_chunks(prefix):
+            for chunk in chunked(_text_lines(prefix), _ENCODE_CHUNK):
                 writer.add(tokenizer.encode_batch(chunk))
                 progress(step, writer.sentences, split.pairs)
         pieces.append(writer.total)
     return SplitReport(split.name, split.origin, split.counts, split.pairs, *pieces)
-
-
-def _line_chunks(path: Path) -> Iterator[list[str]]:
-    """The lines of one of our own text files, _ENCODE_CHUNK at a time."""
-    with open(path, encoding="utf-8", newline="\n") as handle:
-        chunk = []
-        for line in handle:
-            chunk.append(line[:-1])
-            if len(chunk) == _ENCODE_CHUNK:
-                yield chunk
-                chunk = []
-        if chunk:
-            yield chunk
 
 
 # prepare.json ----------------------------------------------------------------------------------
@@ -371,12 +367,3 @@ def _warnings(tokenizers: dict[str, TrainedTokenizer]) -> tuple[str, ...]:
         for model in dict.fromkeys(tokenizers.values())
         if model.fell_back
     )
-
-
-def _apply_umask(directory: Path) -> None:
-    """Give the directory the user's usual permissions (temporary files start private)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    directory.chmod(0o777 & ~mask)
-    for file in directory.iterdir():
-        file.chmod(0o666 & ~mask)

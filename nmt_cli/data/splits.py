@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from nmt_cli.data.clean import CleanCounts, CleanOptions, PairCleaner, filter_pairs
 from nmt_cli.data.corpus import ParallelSource, read_pairs
@@ -32,6 +33,7 @@ _SERIAL_CHUNKS = 5  # chunks cleaned in this process before worker processes tak
 _WORKERS = 2  # processes that normalise and filter (the machines we aim at have 2+ cores)
 _IN_FLIGHT = 2 * _WORKERS + 1  # chunks handed to workers and not yet back
 _ALL = "cleaned"  # the cleaned training pairs before dev/test are held out of them
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -67,9 +69,10 @@ class _PairWriter:
         self._stack.close()
 
 
-def _chunks(pairs: Iterable[tuple[str, str]]) -> Iterator[list[tuple[str, str]]]:
-    iterator = iter(pairs)
-    while chunk := list(itertools.islice(iterator, _CHUNK)):
+def chunked(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """`items` in lists of `size` (the last one shorter), read as they are needed."""
+    iterator = iter(items)
+    while chunk := list(itertools.islice(iterator, size)):
         yield chunk
 
 
@@ -120,7 +123,7 @@ def _stream(
     """Read `source`, clean it with `cleaner` and write what is kept as split `name`."""
     step = f"reading {source.describe()}"
     with _PairWriter(stage, name) as writer:
-        for kept in _cleaned(_chunks(read_pairs(source)), cleaner):
+        for kept in _cleaned(chunked(read_pairs(source), _CHUNK), cleaner):
             writer.write(kept)
             progress(step, cleaner.counts.read, None)
     counts = cleaner.counts
