@@ -260,11 +260,12 @@ def extract_links(weights: np.ndarray, method: str = "argmax", threshold: float 
         strongest = (weights == weights.max(axis=1, keepdims=True)) & (
             weights == weights.max(axis=0, keepdims=True)
         )
-        targets, sources = np.nonzero(strongest & (weights > 0))
-        return {(int(i), int(j)) for j, i in zip(targets, sources, strict=True)}
-    if not 0.0 < threshold <= 1.0:
+        cells = strongest & (weights > 0)
+    elif not 0.0 < threshold <= 1.0:
         raise ConfigError(f"alignment threshold must be in (0, 1], got {threshold}")
-    targets, sources = np.nonzero(weights >= threshold)
+    else:
+        cells = weights >= threshold
+    targets, sources = np.nonzero(cells)
     return {(int(i), int(j)) for j, i in zip(targets, sources, strict=True)}
 
 
