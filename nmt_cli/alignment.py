@@ -161,10 +161,8 @@ def _renormalise(attention: np.ndarray) -> np.ndarray:
 
 def _add_identity(members: np.ndarray) -> np.ndarray:
     """The membership matrix with one more unit made of one more piece (the EOS pseudo-word)."""
-    rows, cols = members.shape
-    grown = np.zeros((rows + 1, cols + 1))
-    grown[:rows, :cols] = members
-    grown[rows, cols] = 1.0
+    grown = np.pad(members, ((0, 1), (0, 1)))
+    grown[-1, -1] = 1.0
     return grown
 
 
@@ -232,9 +230,7 @@ def shift_rows(attention: np.ndarray, shift: int = 1) -> np.ndarray:
     """
     attention = np.asarray(attention)
     rows = attention.shape[0]
-    if rows == 0:
-        return attention.copy()
-    return attention[np.clip(np.arange(rows) + shift, 0, rows - 1)]
+    return attention[np.clip(np.arange(rows) + shift, 0, rows - 1)]  # a copy, even of no rows
 
 
 # --- links from weights ---------------------------------------------------------------------
@@ -366,6 +362,7 @@ def transpose_links(links: Iterable[Link]) -> set[Link]:
     return {(b, a) for a, b in links}
 
 
+# The eight cells around a link: sides first, then diagonals.
 _NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
 
 
@@ -432,19 +429,14 @@ def _grow_diag(aligned: set[Link], union: set[Link], src_len: int, tgt_len: int)
         for point in itertools.product(range(src_len), range(tgt_len)):
             if point not in aligned:
                 continue
-            for new in _neighbours(point):
+            for di, dj in _NEIGHBOURS:
+                new = (point[0] + di, point[1] + dj)
                 free = new[0] not in src_done or new[1] not in tgt_done
                 if free and new in union and new not in aligned:
                     aligned.add(new)
                     src_done.add(new[0])
                     tgt_done.add(new[1])
                     grew = True
-
-
-def _neighbours(point: Link) -> list[Link]:
-    """The eight points around a link: sides first, then diagonals."""
-    i, j = point
-    return [(i + di, j + dj) for di, dj in _NEIGHBOURS]
 
 
 def _final(aligned: set[Link], directional: set[Link], both_unaligned: bool) -> None:

@@ -112,16 +112,8 @@ class PrepareOptions:
 
     def to_json(self) -> dict[str, object]:
         """The options that shaped the data, as given (None where chosen automatically)."""
-        return {
-            **self.clean.__dict__,
-            "dev_size": self.dev_size,
-            "test_size": self.test_size,
-            "seed": self.seed,
-            "vocab_size": self.vocab_size,
-            "model_type": self.model_type,
-            "joint": self.joint,
-            "character_coverage": self.character_coverage,
-        }
+        names = "dev_size test_size seed vocab_size model_type joint character_coverage".split()
+        return {**self.clean.__dict__, **{name: getattr(self, name) for name in names}}
 
 
 @dataclass(frozen=True)

@@ -46,29 +46,6 @@ class WrittenSplit:
     pairs: int
 
 
-class _PairWriter:
-    """Appends pairs to the two text files of a split, one sentence per line."""
-
-    def __init__(self, stage: Path, name: str) -> None:
-        self._stack = contextlib.ExitStack()
-        self.files = [
-            self._stack.enter_context(
-                open(stage / text_name(name, side), "w", encoding="utf-8", newline="\n")
-            )
-            for side in SIDES
-        ]
-
-    def write(self, pairs: list[tuple[str, str]]) -> None:
-        for index, handle in enumerate(self.files):
-            handle.write("".join([pair[index] + "\n" for pair in pairs]))
-
-    def __enter__(self) -> _PairWriter:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stack.close()
-
-
 def chunked(items: Iterable[T], size: int) -> Iterator[list[T]]:
     """`items` in lists of `size` (the last one shorter), read as they are needed."""
     iterator = iter(items)
@@ -122,9 +99,14 @@ def _stream(
 ) -> CleanCounts:
     """Read `source`, clean it with `cleaner` and write what is kept as split `name`."""
     step = f"reading {source.describe()}"
-    with _PairWriter(stage, name) as writer:
+    with contextlib.ExitStack() as stack:
+        paths = [stage / text_name(name, side) for side in SIDES]
+        files = [
+            stack.enter_context(open(path, "w", encoding="utf-8", newline="\n")) for path in paths
+        ]
         for kept in _cleaned(chunked(read_pairs(source), _CHUNK), cleaner):
-            writer.write(kept)
+            for side, handle in enumerate(files):  # one sentence per line
+                handle.write("".join([pair[side] + "\n" for pair in kept]))
             progress(step, cleaner.counts.read, None)
     counts = cleaner.counts
     progress(step, counts.read, counts.read)
