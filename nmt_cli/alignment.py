@@ -187,14 +187,12 @@ def _strip(piece: str) -> str:
 
 
 def _char_carriers(pieces: list[str]) -> list[int]:
-    """For each piece, the piece whose characters receive its weight (a lone "▁" has none)."""
-    has_chars = [bool(_strip(p)) for p in pieces]
-    carriers = []
-    for k in range(len(pieces)):
-        following = [m for m in range(k, len(pieces)) if has_chars[m]]
-        preceding = [m for m in range(k - 1, -1, -1) if has_chars[m]]
-        carriers.append((following or preceding or [k])[0])
-    return carriers
+    """For each piece, the piece whose characters receive its weight (a lone "▁" has none):
+    itself or the next one with characters, else the last one with characters."""
+    with_chars = [k for k, piece in enumerate(pieces) if _strip(piece)]
+    if not with_chars:  # no piece has a character: nothing to carry
+        return list(range(len(pieces)))
+    return [next((m for m in with_chars if m >= k), with_chars[-1]) for k in range(len(pieces))]
 
 
 def _units(pieces: list[str], unit: str) -> tuple[list[str], np.ndarray]:
