@@ -66,7 +66,6 @@ def prepare(
     from nmt_cli.data.corpus import source_from_flags
     from nmt_cli.data.prepare import PrepareOptions
     from nmt_cli.data.prepare import prepare as run_prepare
-    from nmt_cli.progress import count
     from nmt_cli.render.prepare_report import render_prepare_report
     from nmt_cli.render.progress import count_display
 
@@ -89,7 +88,7 @@ def prepare(
     )
     console = stderr_console()
     with count_display(console, "prepare") as show:
-        report = run_prepare(options, lambda step, done, total: show(count(step, done, total)))
+        report = run_prepare(options, show)
     render_prepare_report(report, console)
     for message in report.warnings:
         warn(message)

@@ -43,13 +43,7 @@ from nmt_cli.data.datadir import (
 )
 from nmt_cli.data.ids import TokenIdsWriter
 from nmt_cli.data.sample import smallest_keys
-from nmt_cli.data.splits import (
-    ProgressCallback,
-    WrittenSplit,
-    chunked,
-    write_given,
-    write_train,
-)
+from nmt_cli.data.splits import WrittenSplit, chunked, write_given, write_train
 from nmt_cli.data.tokenizer import (
     Tokenizer,
     TrainedTokenizer,
@@ -58,8 +52,9 @@ from nmt_cli.data.tokenizer import (
     train_tokenizer,
 )
 from nmt_cli.errors import ConfigError
+from nmt_cli.progress import OnEvent, count, ignore
 
-__all__ = ["PrepareOptions", "PrepareReport", "ProgressCallback", "SplitReport", "prepare"]
+__all__ = ["PrepareOptions", "PrepareReport", "SplitReport", "prepare"]
 _ENCODE_CHUNK = 20_000
 # Sentences each SentencePiece model is trained on at most: a seeded sample beyond that.
 # 300,000 sentences (about 4 million words) are plenty for vocabularies of a few thousand to
@@ -136,10 +131,10 @@ class PrepareReport:
     seconds: float
 
 
-def prepare(options: PrepareOptions, progress: ProgressCallback | None = None) -> PrepareReport:
-    """Build the data directory described by `options` and report what was done."""
+def prepare(options: PrepareOptions, progress: OnEvent = ignore) -> PrepareReport:
+    """Build the data directory described by `options` and report what was done, with a
+    `count` progress event per step of each task."""
     started = time.perf_counter()
-    progress = progress or _no_progress
     options.check()
     for source in (options.train, options.dev, options.test):
         for path in source.files if source else ():
@@ -179,13 +174,7 @@ def _return_freed_memory() -> None:
     trim(0)
 
 
-def _no_progress(step: str, done: int, total: int | None) -> None:
-    """The default progress callback: nobody is watching."""
-
-
-def _write_splits(
-    options: PrepareOptions, stage: Path, progress: ProgressCallback
-) -> list[WrittenSplit]:
+def _write_splits(options: PrepareOptions, stage: Path, progress: OnEvent) -> list[WrittenSplit]:
     """The cleaned train split and the dev/test splits, given or held out, in split order."""
     held_out = {"dev": options.dev_size, "test": options.test_size}
     splits = write_train(options.train, options.clean, stage, held_out, options.seed, progress)
@@ -247,14 +236,14 @@ def _coverage(stage: Path, sides: tuple[str, ...]) -> float:
 
 
 def _train_tokenizers(
-    options: PrepareOptions, train: WrittenSplit, stage: Path, progress: ProgressCallback
+    options: PrepareOptions, train: WrittenSplit, stage: Path, progress: OnEvent
 ) -> dict[str, TrainedTokenizer]:
     """Train the joint model on both training sides, or one model per side; map side → model."""
     groups = [(None, SIDES)] if options.joint else [(side, (side,)) for side in SIDES]
     trained: dict[str, TrainedTokenizer] = {}
     for prefix_side, sides in groups:
         step = f"training SentencePiece ({'+'.join(sides)})"
-        progress(step, 0, None)
+        progress(count(step, 0, None))
         coverage = options.character_coverage
         if coverage is None:
             coverage = _coverage(stage, sides)
@@ -268,7 +257,7 @@ def _train_tokenizers(
             coverage,
             options.seed,
         )
-        progress(step, 1, 1)
+        progress(count(step, 1, 1))
         trained.update(dict.fromkeys(sides, model))
     return trained
 
@@ -280,7 +269,7 @@ def _encode_split(
     stage: Path,
     split: WrittenSplit,
     tokenizers: dict[str, TrainedTokenizer],
-    progress: ProgressCallback,
+    progress: OnEvent,
 ) -> SplitReport:
     """Encode both sides of a split, a chunk at a time, straight into its token-id files."""
     pieces = []
@@ -292,7 +281,7 @@ def _encode_split(
         with TokenIdsWriter(prefix, model.vocab_size) as writer:
             for chunk in chunked(_text_lines(prefix), _ENCODE_CHUNK):
                 writer.add(tokenizer.encode_batch(chunk))
-                progress(step, writer.sentences, split.pairs)
+                progress(count(step, writer.sentences, split.pairs))
         pieces.append(writer.total)
     return SplitReport(split.name, split.origin, split.counts, split.pairs, *pieces)
 
