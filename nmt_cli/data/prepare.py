@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ctypes
 import gc
-import itertools
 import json
 import math
 import sys
@@ -60,7 +59,6 @@ _ENCODE_CHUNK = 20_000
 # 300,000 sentences (about 4 million words) are plenty for vocabularies of a few thousand to
 # 32,000 pieces; training on them takes about 8 s and 0.5 GB on 2 cores (bench/PREPARE.md).
 _SAMPLE_SENTENCES = 300_000
-_COVERAGE_LINES = 20_000  # lines per side that decide the automatic character coverage
 
 
 @dataclass(frozen=True)
@@ -227,12 +225,11 @@ def _sample(stage: Path, train: WrittenSplit, sides: tuple[str, ...], seed: int)
 
 
 def _coverage(stage: Path, sides: tuple[str, ...]) -> float:
-    """The automatic character coverage, judged on the first lines of each training side."""
-    heads = (
-        list(itertools.islice(_text_lines(stage / text_name("train", side)), _COVERAGE_LINES))
-        for side in sides
+    """The automatic character coverage, judged on the first lines of each training side (as
+    many as `rich_charset_share` reads)."""
+    return auto_character_coverage(
+        *(_text_lines(stage / text_name("train", side)) for side in sides)
     )
-    return auto_character_coverage(*heads)
 
 
 def _train_tokenizers(
