@@ -194,13 +194,12 @@ def pair_links(
     words, back = pair.words, pair.back
     links = word_links(words, options, prior)
     if back is None:
-        return PairAlignment(
-            pair.source, pair.target, words.src_words, words.tgt_words, words.weights, links,
-            pair.translated,
-        )  # fmt: skip
-    same_units = back.real_shape() == words.real_shape()[::-1]
-    back_links = word_links(back, options, prior.T if prior is not None and same_units else None)
-    combined = combine_directions(words, links, back, back_links, options, prior)
+        combined = words.src_words, words.tgt_words, words.weights, links
+    else:
+        same_units = back.real_shape() == words.real_shape()[::-1]
+        back_prior = prior.T if prior is not None and same_units else None
+        back_links = word_links(back, options, back_prior)
+        combined = combine_directions(words, links, back, back_links, options, prior)
     return PairAlignment(pair.source, pair.target, *combined, translated=pair.translated)
 
 

@@ -161,10 +161,8 @@ def _renormalise(attention: np.ndarray) -> np.ndarray:
 
 def _add_identity(members: np.ndarray) -> np.ndarray:
     """The membership matrix with one more unit made of one more piece (the EOS pseudo-word)."""
-    rows, cols = members.shape
-    grown = np.zeros((rows + 1, cols + 1))
-    grown[:rows, :cols] = members
-    grown[rows, cols] = 1.0
+    grown = np.pad(members, ((0, 1), (0, 1)))
+    grown[-1, -1] = 1.0
     return grown
 
 
@@ -189,14 +187,12 @@ def _strip(piece: str) -> str:
 
 
 def _char_carriers(pieces: list[str]) -> list[int]:
-    """For each piece, the piece whose characters receive its weight (a lone "▁" has none)."""
-    has_chars = [bool(_strip(p)) for p in pieces]
-    carriers = []
-    for k in range(len(pieces)):
-        following = [m for m in range(k, len(pieces)) if has_chars[m]]
-        preceding = [m for m in range(k - 1, -1, -1) if has_chars[m]]
-        carriers.append((following or preceding or [k])[0])
-    return carriers
+    """For each piece, the piece whose characters receive its weight (a lone "▁" has none):
+    itself or the next one with characters, else the last one with characters."""
+    with_chars = [k for k, piece in enumerate(pieces) if _strip(piece)]
+    if not with_chars:  # no piece has a character: nothing to carry
+        return list(range(len(pieces)))
+    return [next((m for m in with_chars if m >= k), with_chars[-1]) for k in range(len(pieces))]
 
 
 def _units(pieces: list[str], unit: str) -> tuple[list[str], np.ndarray]:
@@ -239,9 +235,7 @@ def shift_rows(attention: np.ndarray, shift: int = 1) -> np.ndarray:
     """
     attention = np.asarray(attention)
     rows = attention.shape[0]
-    if rows == 0:
-        return attention.copy()
-    return attention[np.clip(np.arange(rows) + shift, 0, rows - 1)]
+    return attention[np.clip(np.arange(rows) + shift, 0, rows - 1)]  # a copy, even of no rows
 
 
 # --- links from weights ---------------------------------------------------------------------
@@ -267,11 +261,12 @@ def extract_links(weights: np.ndarray, method: str = "argmax", threshold: float 
         strongest = (weights == weights.max(axis=1, keepdims=True)) & (
             weights == weights.max(axis=0, keepdims=True)
         )
-        targets, sources = np.nonzero(strongest & (weights > 0))
-        return {(int(i), int(j)) for j, i in zip(targets, sources, strict=True)}
-    if not 0.0 < threshold <= 1.0:
+        cells = strongest & (weights > 0)
+    elif not 0.0 < threshold <= 1.0:
         raise ConfigError(f"alignment threshold must be in (0, 1], got {threshold}")
-    targets, sources = np.nonzero(weights >= threshold)
+    else:
+        cells = weights >= threshold
+    targets, sources = np.nonzero(cells)
     return {(int(i), int(j)) for j, i in zip(targets, sources, strict=True)}
 
 
@@ -372,6 +367,7 @@ def transpose_links(links: Iterable[Link]) -> set[Link]:
     return {(b, a) for a, b in links}
 
 
+# The eight cells around a link: sides first, then diagonals.
 _NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
 
 
@@ -438,19 +434,14 @@ def _grow_diag(aligned: set[Link], union: set[Link], src_len: int, tgt_len: int)
         for point in itertools.product(range(src_len), range(tgt_len)):
             if point not in aligned:
                 continue
-            for new in _neighbours(point):
+            for di, dj in _NEIGHBOURS:
+                new = (point[0] + di, point[1] + dj)
                 free = new[0] not in src_done or new[1] not in tgt_done
                 if free and new in union and new not in aligned:
                     aligned.add(new)
                     src_done.add(new[0])
                     tgt_done.add(new[1])
                     grew = True
-
-
-def _neighbours(point: Link) -> list[Link]:
-    """The eight points around a link: sides first, then diagonals."""
-    i, j = point
-    return [(i + di, j + dj) for di, dj in _NEIGHBOURS]
 
 
 def _final(aligned: set[Link], directional: set[Link], both_unaligned: bool) -> None:

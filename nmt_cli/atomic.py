@@ -85,7 +85,8 @@ def staged_directory(final: str | os.PathLike, force: bool = False) -> Iterator[
     """Yield an empty temporary directory that becomes `final` only if the block succeeds.
 
     An existing `final` is refused unless `force`, in which case it is replaced only after
-    the new one is complete.
+    the new one is complete. The directory and the files in it get the user's usual
+    permissions (temporary ones start private).
     """
     final = Path(final)
     if final.exists() and not force:
@@ -101,6 +102,10 @@ def staged_directory(final: str | os.PathLike, force: bool = False) -> Iterator[
     try:
         yield stage
         try:
+            mask = _umask()
+            stage.chmod(0o777 & ~mask)
+            for file in stage.iterdir():
+                file.chmod(0o666 & ~mask)
             _move_into_place(stage, final)
         except OSError as exc:
             raise write_error(final, exc) from exc
@@ -111,13 +116,10 @@ def staged_directory(final: str | os.PathLike, force: bool = False) -> Iterator[
 
 def _move_into_place(stage: Path, final: Path) -> None:
     """Rename the finished `stage` to `final`, replacing an old `final` only now."""
-    parent = final.parent
+    parent, old = final.parent, final.parent / f".{final.name}.old"
+    shutil.rmtree(old, ignore_errors=True)  # a leftover of a replacement killed midway
     if final.exists():
-        old = parent / f".{final.name}.old"
-        shutil.rmtree(old, ignore_errors=True)
         os.replace(final, old)
-        os.replace(stage, final)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(stage, final)
+    os.replace(stage, final)
+    shutil.rmtree(old, ignore_errors=True)
     _fsync_dir(parent)

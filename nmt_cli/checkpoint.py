@@ -81,9 +81,7 @@ def load(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]
         )
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter(
-                "ignore"
-            )  # torch warns about foreign pickle protocols; we refuse them
+            warnings.simplefilter("ignore")  # torch warns of foreign pickle protocols; refused
             payload = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as exc:
         found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(exc))

@@ -138,23 +138,17 @@ def _require(ok: bool, message: str) -> None:
 def validate(config: Config) -> Config:
     """Reject values out of range with a message that names the option and the valid range."""
     m, t = config.model, config.train
-    _require(m.cell in CELLS, f"--cell must be one of {', '.join(CELLS)}, got {m.cell!r}")
-    _require(
-        m.attention in ATTENTIONS,
-        f"--attention must be one of {', '.join(ATTENTIONS)}, got {m.attention!r}",
-    )
-    _require(
-        m.decoder_style in DECODER_STYLES,
-        f"--decoder-style must be one of {', '.join(DECODER_STYLES)}, got {m.decoder_style!r}",
-    )
+    for flag, value, valid in (
+        ("--cell", m.cell, CELLS),
+        ("--attention", m.attention, ATTENTIONS),
+        ("--decoder-style", m.decoder_style, DECODER_STYLES),
+    ):
+        _require(value in valid, f"{flag} must be one of {', '.join(valid)}, got {value!r}")
     for name, top in (("emb_size", 4096), ("hidden_size", 4096), ("layers", 16)):
         value = getattr(m, name)
         _require(1 <= value <= top, f"--{name.replace('_', '-')} must be in 1..{top}, got {value}")
-    _require(0.0 <= m.dropout < 1.0, f"--dropout must be in [0, 1), got {m.dropout}")
-    _require(
-        0.0 <= t.label_smoothing < 1.0,
-        f"--label-smoothing must be in [0, 1), got {t.label_smoothing}",
-    )
+    for flag, value in (("--dropout", m.dropout), ("--label-smoothing", t.label_smoothing)):
+        _require(0.0 <= value < 1.0, f"{flag} must be in [0, 1), got {value}")
     _require(0.0 < t.lr <= 10.0, f"--lr must be in (0, 10], got {t.lr}")
     _require(
         1 <= t.batch_tokens <= 10_000_000,

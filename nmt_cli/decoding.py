@@ -58,7 +58,6 @@ def decode_ids(
     sources: Sequence[np.ndarray],
     device: torch.device,
     options: SearchOptions | None = None,
-    batch_size: int | None = None,
     shortlist: Shortlist | None = None,
     with_attention: bool = True,
     output: OutputLayer | None = None,
@@ -68,12 +67,11 @@ def decode_ids(
     `output`, the model's output layer unpacked once); without `with_attention`, hypotheses
     carry no attention (less work per step)."""
     options = options or SearchOptions(beam_size=1)
-    size = batch_size or options.batch_size
     model.eval()
     order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
     results: list[list[Hypothesis]] = [[] for _ in sources]
-    for start in range(0, len(order), size):
-        rows = order[start : start + size]
+    for start in range(0, len(order), options.batch_size):
+        rows = order[start : start + options.batch_size]
         batch = [sources[i] for i in rows]
         nbests = _search_batch(model, batch, device, options, shortlist, with_attention, output)
         for row, nbest in zip(rows, nbests, strict=True):
@@ -83,7 +81,8 @@ def decode_ids(
 
 def best_texts(model: Seq2Seq, sources: Sequence[np.ndarray], device, tokenizer) -> list[str]:
     """Greedy translations of source id sequences as detokenised text (validation's BLEU)."""
-    hyps = decode_ids(model, sources, device=device, batch_size=128, with_attention=False)
+    options = SearchOptions(beam_size=1, batch_size=128)
+    hyps = decode_ids(model, sources, device, options, with_attention=False)
     return [tokenizer.decode(nbest[0].tokens) for nbest in hyps]
 
 

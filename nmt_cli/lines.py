@@ -88,10 +88,9 @@ def iter_lines(
     """Decode a binary stream line by line by the rule above; `name` is used in errors."""
     check_on_invalid(on_invalid)
     for number, raw in enumerate(_raw_lines(stream, name), start=1):
-        raw = raw[:-1] if raw.endswith(b"\n") else raw
-        raw = raw[:-1] if raw.endswith(b"\r") else raw
-        if number == 1 and raw.startswith(UTF8_BOM):
-            raw = raw[len(UTF8_BOM) :]
+        raw = raw.removesuffix(b"\n").removesuffix(b"\r")
+        if number == 1:
+            raw = raw.removeprefix(UTF8_BOM)
         if b"\0" in raw:
             raw = _nul(raw, name, number, nul)
         text = _decode(raw, name, number, on_invalid)

@@ -232,9 +232,8 @@ def _best_extensions(
     _, best_blocks = block_max.view(active, width * blocks).topk(k, dim=1)  # (A, k)
     beam = best_blocks // blocks  # (A, k) the live hypothesis each block extends
     rows = torch.arange(active, device=scores.device).unsqueeze(1) * width + beam  # (A, k)
-    columns = (best_blocks % blocks).unsqueeze(2) * block + torch.arange(
-        block, device=scores.device
-    )  # (A, k, block) vocabulary ids
+    offsets = torch.arange(block, device=scores.device)
+    columns = (best_blocks % blocks).unsqueeze(2) * block + offsets  # (A, k, block) vocab ids
     candidates = log_probs[rows.unsqueeze(2), columns] + scores.gather(1, beam).unsqueeze(2)
     top, index = candidates.view(active, k * block).topk(k, dim=1)  # (A, k)
     return top, rows.gather(1, index // block), columns.view(active, k * block).gather(1, index)

@@ -113,11 +113,10 @@ def build_shortlist(
     candidates = np.full((src_vocab, per_source), -1, dtype=np.int32)
     candidates[pair_src[keep], rank[keep]] = pair_tgt[keep]
     flat = getattr(tgt, "ids", None)  # TokenIds: one memory-mapped array, no copies
+    flat = _concatenated(tgt) if flat is None else flat
     counts = np.zeros(tgt_vocab, dtype=np.int64)
-    for start in range(0, len(flat) if flat is not None else 0, 1 << 24):
+    for start in range(0, len(flat), 1 << 24):
         counts += np.bincount(flat[start : start + (1 << 24)], minlength=tgt_vocab)[:tgt_vocab]
-    if flat is None:
-        counts = np.bincount(_concatenated(tgt), minlength=tgt_vocab)
     top = np.argsort(-counts, kind="stable")[:frequent]
     always = np.unique(np.concatenate([top, np.asarray(specials)]).astype(np.int32))
     return Shortlist(candidates, always)

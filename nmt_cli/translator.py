@@ -40,12 +40,9 @@ class Translation:
     src_pieces: list[str] = field(default_factory=list)
     pieces: list[str] = field(default_factory=list)
     score: float = 0.0
-    attention: np.ndarray | None = (
-        None  # (len(pieces) + 1, len(src_pieces)): a row per step incl. EOS
-    )
-    alternatives: list[tuple[str, float]] = field(
-        default_factory=list
-    )  # n-best (text, score), best first
+    # (len(pieces) + 1, len(src_pieces)): a row per step incl. EOS
+    attention: np.ndarray | None = None
+    alternatives: list[tuple[str, float]] = field(default_factory=list)  # n-best, best first
     truncated: bool = False  # the source was longer than the model's limit and was cut
 
 

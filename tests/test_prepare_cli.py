@@ -303,7 +303,7 @@ def test_progress_is_reported_through_the_callback(corpus, tmp_path):
         output=tmp_path / "out",
         vocab_size=60,
     )
-    report = prepare(options, progress=lambda *event: events.append(event))
+    report = prepare(options, progress=lambda event: events.append(tuple(event.data.values())))
     steps = {step for step, _, _ in events}
     assert any(step.startswith("reading") for step in steps)
     assert any(step.startswith("training SentencePiece") for step in steps)

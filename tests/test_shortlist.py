@@ -149,7 +149,7 @@ def test_each_sentence_keeps_to_its_own_small_shortlist_in_any_batch(toy_model_d
     results = {}
     for size in (1, 2, 64):
         options = SearchOptions(beam_size=beam, nbest=nbest, batch_size=size)
-        nbests = decode_ids(translator.model, sources, translator.device, options, None, shortlist)
+        nbests = decode_ids(translator.model, sources, translator.device, options, shortlist)
         results[size] = [[(h.tokens, round(h.score, 4)) for h in nbest] for nbest in nbests]
         for allowed, nbest_list in zip(own, nbests, strict=True):
             assert all(set(h.tokens) <= allowed for h in nbest_list)

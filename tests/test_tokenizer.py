@@ -14,7 +14,6 @@ from nmt_cli.data.tokenizer import (
     UNK_ID,
     Tokenizer,
     auto_character_coverage,
-    train_sentencepiece,
     train_tokenizer,
 )
 from nmt_cli.errors import ArtifactError, ConfigError
@@ -93,10 +92,10 @@ def test_bad_training_options_are_config_errors(tmp_path, kwargs):
         train_tokenizer(_sentences(10), tmp_path / "spm", **kwargs)
 
 
-def test_train_sentencepiece_reads_files_and_returns_the_model_path(tmp_path):
+def test_train_tokenizer_reads_files_and_returns_the_model_path(tmp_path):
     corpus = tmp_path / "train.txt"
     corpus.write_text("\n".join(_sentences()) + "\n", encoding="utf-8")
-    model = train_sentencepiece(corpus, tmp_path / "m", vocab_size=50)
+    model = train_tokenizer(corpus, tmp_path / "m", vocab_size=50).model
     assert model == tmp_path / "m.model"
     assert Tokenizer(model).vocab_size == 50
 

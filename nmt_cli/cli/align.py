@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import typer
-
 from nmt_cli.cli.boundary import command_boundary
 from nmt_cli.cli.options import (
     beam_option,
@@ -13,6 +11,7 @@ from nmt_cli.cli.options import (
     device_option,
     in_panel,
     model_option,
+    option,
     threads_option,
 )
 
@@ -22,17 +21,14 @@ _extract, _output = in_panel("Extraction"), in_panel("Output")
 @command_boundary
 def align(
     model: Path = model_option(help="Model directory (source → target) written by `nmt train`."),
-    src: Path | None = typer.Option(None, "--src", help="Source sentences (with --tgt)."),
-    tgt: Path | None = typer.Option(None, "--tgt", help="Target sentences (with --src)."),
-    tsv: Path | None = typer.Option(None, "--tsv", help="source<TAB>target lines."),
-    input: Path | None = typer.Option(
-        None,
-        "--input",
-        "-i",
-        help="`src ||| tgt` lines, or source lines to translate; default stdin.",
+    src: Path | None = option(None, "Source sentences (with --tgt).", "--src"),
+    tgt: Path | None = option(None, "Target sentences (with --src).", "--tgt"),
+    tsv: Path | None = option(None, "source<TAB>target lines.", "--tsv"),
+    input: Path | None = option(
+        None, "`src ||| tgt` lines, or source lines to translate; default stdin.", "--input", "-i"
     ),
-    reverse_model: Path | None = typer.Option(
-        None, "--reverse-model", help="Target → source model: symmetrise both directions."
+    reverse_model: Path | None = option(
+        None, "Target → source model: symmetrise both directions.", "--reverse-model"
     ),
     symmetrize: str = _extract(
         "grow-diag-final-and",
@@ -85,9 +81,11 @@ def align(
     """Word alignments from attention (or saliency): heatmaps, Pharaoh links, AER against gold."""
     import sys
 
-    from nmt_cli.aligner import AlignOptions
+    from nmt_cli.aligner import AlignOptions, align_pairs, checked_pairs
     from nmt_cli.cli.align_output import AlignOutput
+    from nmt_cli.data.corpus import read_pairs
     from nmt_cli.errors import ConfigError
+    from nmt_cli.lines import UntilError, iter_lines, open_input
     from nmt_cli.translator import SearchOptions, Translator
 
     if view not in ("auto", "heatmap", "links", "none"):
@@ -107,7 +105,9 @@ def align(
     search = SearchOptions(beam_size=beam).check()
     check_device_options(device, threads)
     if png is not None:
-        _check_png(png)
+        from nmt_cli.render.plot import check_plot_path
+
+        check_plot_path(png, "--png")
     pair_files = _checked_pair_files(src, tgt, tsv, input)
     translator = Translator.load(model, device=device, threads=threads)
     reverse = Translator.load(reverse_model, device=device) if reverse_model else None
@@ -115,23 +115,13 @@ def align(
         view = "heatmap" if sys.stdout.isatty() and not json_output else "none"
     output = AlignOutput(view=view, json_output=json_output, gold=gold, png=png)
     if pair_files is not None:
-        output.run(_file_alignments(translator, reverse, options, pair_files))
+        pairs = checked_pairs(read_pairs(pair_files), pair_files.describe())
+        output.run(align_pairs(translator, pairs, options, reverse))
         return
-    lines, name = _input_lines(input)
+    stream, name = open_input(input)
+    lines = UntilError(iter_lines(stream, name))
     output.run(_stream_alignments(translator, reverse, options, lines, name, search))
     lines.check()  # an unreadable line fails after every pair before it is written
-
-
-def _check_png(png: Path) -> None:
-    from nmt_cli.errors import InputError
-    from nmt_cli.render.plot import check_plot_path
-
-    if not png.parent.is_dir():
-        raise InputError(
-            f"cannot write {png}: the folder {png.parent} does not exist; create it or "
-            "choose another path"
-        )
-    check_plot_path(png, "--png")
 
 
 def _check_options(options) -> None:
@@ -186,21 +176,6 @@ def _checked_pair_files(src, tgt, tsv, input):
     for _ in checked_pairs(read_pairs(source), source.describe()):
         pass
     return source
-
-
-def _file_alignments(translator, reverse, options, source):
-    from nmt_cli.aligner import align_pairs, checked_pairs
-    from nmt_cli.data.corpus import read_pairs
-
-    pairs = checked_pairs(read_pairs(source), source.describe())
-    return align_pairs(translator, pairs, options, reverse)
-
-
-def _input_lines(input):
-    from nmt_cli.lines import UntilError, iter_lines, open_input
-
-    stream, name = open_input(input)
-    return UntilError(iter_lines(stream, name)), name
 
 
 def _stream_alignments(translator, reverse, options, lines, name, search):

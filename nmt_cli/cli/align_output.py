@@ -38,7 +38,9 @@ class AlignOutput:
             if self.view != "none":
                 self._show(index, pair)
             if index == 0 and self.png:
-                self._draw(pair)
+                from nmt_cli.render.plot import save_heatmap_png
+
+                save_heatmap_png(pair.weights, pair.src_words, pair.tgt_words, pair.links, self.png)
             if gold is not None:
                 self.predicted.append(pair.links)
                 self.lengths.append((len(pair.src_words), len(pair.tgt_words)))
@@ -69,23 +71,11 @@ class AlignOutput:
         if not pair.tgt_words or not pair.src_words:
             console.print("[dim](empty)[/]")
             return
+        grid = (pair.weights, pair.src_words, pair.tgt_words)
         if self.view == "links":
-            console.print(render_links(pair.weights, pair.src_words, pair.tgt_words))
+            console.print(render_links(*grid))
         else:
-            console.print(
-                render_heatmap(
-                    pair.weights,
-                    pair.src_words,
-                    pair.tgt_words,
-                    pair.links,
-                    max_width=console.width,
-                )
-            )
-
-    def _draw(self, pair) -> None:
-        from nmt_cli.render.plot import save_heatmap_png
-
-        save_heatmap_png(pair.weights, pair.src_words, pair.tgt_words, pair.links, self.png)
+            console.print(render_heatmap(*grid, pair.links, max_width=console.width))
 
     def _score(self, gold) -> None:
         from nmt_cli.alignment import check_range, score_alignments

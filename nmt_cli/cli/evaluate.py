@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 
 from nmt_cli.cli.boundary import command_boundary
-from nmt_cli.cli.options import batch_size_option, beam_option, given, model_option
+from nmt_cli.cli.options import batch_size_option, beam_option, given, model_option, option
 
 
 @command_boundary
@@ -28,14 +28,12 @@ def evaluate(
     model: Path | None = model_option(
         None, help="Translate --src with this model directory (from `nmt train`), then score."
     ),
-    metrics: str = typer.Option(
-        "bleu,chrf,ter", "--metrics", help="Comma-separated: bleu, chrf, chrf++, ter."
+    metrics: str = option(
+        "bleu,chrf,ter", "Comma-separated: bleu, chrf, chrf++, ter.", "--metrics"
     ),
-    by_length: bool = typer.Option(
-        False, "--by-length", help="BLEU per source-length bucket (needs --src)."
-    ),
-    buckets: str = typer.Option(
-        "10,20,30,40", "--buckets", help="Upper bounds of the length buckets; the last is open."
+    by_length: bool = option(False, "BLEU per source-length bucket (needs --src).", "--by-length"),
+    buckets: str = option(
+        "10,20,30,40", "Upper bounds of the length buckets; the last is open.", "--buckets"
     ),
     plot: Path | None = given(
         "--plot", "Also draw BLEU by length to this picture (needs matplotlib).", "FILE.png"
@@ -43,8 +41,8 @@ def evaluate(
     compare: Path | None = given(
         "--compare", "Second system: paired bootstrap test on the first metric.", "HYP2"
     ),
-    json_output: bool = typer.Option(
-        False, "--json", help="Print one JSON object on stdout instead of text lines."
+    json_output: bool = option(
+        False, "Print one JSON object on stdout instead of text lines.", "--json"
     ),
     save_hyp: Path | None = given(
         "--save-hyp", "With -m: also write the translations to this file.", "FILE"

@@ -7,6 +7,7 @@ search options (--beam, --batch-size, …) are checked by `SearchOptions.check`.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import typer
@@ -18,13 +19,14 @@ BEAM_HELP = "Beam size (1 = greedy)."
 BATCH_SIZE_HELP = "Sentences per batch."
 
 
+def option(default: Any, help: str, *flags: str, panel: str | None = None) -> Any:
+    """`(default, help, *flags)` → typer.Option, in the default help panel unless `panel` is given."""
+    return typer.Option(default, *flags, help=help, rich_help_panel=panel)
+
+
 def in_panel(panel: str):
     """A factory of the options of one help panel: `(default, help, *flags)` → typer.Option."""
-
-    def option(default: Any, help: str, *flags: str) -> Any:
-        return typer.Option(default, *flags, help=help, rich_help_panel=panel)
-
-    return option
+    return functools.partial(option, panel=panel)
 
 
 def given(flag: str, help: str, metavar: str | None = None, panel: str | None = None) -> Any:

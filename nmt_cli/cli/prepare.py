@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
-
-import typer
 
 from nmt_cli.cli.boundary import command_boundary, stderr_console, warn
 from nmt_cli.cli.options import given, in_panel
@@ -12,9 +11,7 @@ from nmt_cli.cli.options import given, in_panel
 _IN, _SPLIT, _SPM = "Input", "Dev/test", "SentencePiece"
 _split, _clean, _spm, _out = (in_panel(p) for p in (_SPLIT, "Cleaning", _SPM, "Output"))
 
-
-def _file(flag: str, text: str, panel: str = _IN):
-    return given(flag, text, panel=panel)
+_file = functools.partial(given, panel=_IN)  # (flag, help): a file or name, None when not given
 
 
 @command_boundary
@@ -28,12 +25,14 @@ def prepare(
     ),
     src_lang: str | None = _file("--src-lang", "Source language code, recorded (e.g. de)."),
     tgt_lang: str | None = _file("--tgt-lang", "Target language code, recorded (e.g. en)."),
-    dev_src: Path | None = _file("--dev-src", "Dev source file (only normalised).", _SPLIT),
-    dev_tgt: Path | None = _file("--dev-tgt", "Dev target file.", _SPLIT),
-    dev_tsv: Path | None = _file("--dev-tsv", "Dev pairs as one TSV file.", _SPLIT),
-    test_src: Path | None = _file("--test-src", "Test source file (only normalised).", _SPLIT),
-    test_tgt: Path | None = _file("--test-tgt", "Test target file.", _SPLIT),
-    test_tsv: Path | None = _file("--test-tsv", "Test pairs as one TSV file.", _SPLIT),
+    dev_src: Path | None = _file("--dev-src", "Dev source file (only normalised).", panel=_SPLIT),
+    dev_tgt: Path | None = _file("--dev-tgt", "Dev target file.", panel=_SPLIT),
+    dev_tsv: Path | None = _file("--dev-tsv", "Dev pairs as one TSV file.", panel=_SPLIT),
+    test_src: Path | None = _file(
+        "--test-src", "Test source file (only normalised).", panel=_SPLIT
+    ),
+    test_tgt: Path | None = _file("--test-tgt", "Test target file.", panel=_SPLIT),
+    test_tsv: Path | None = _file("--test-tsv", "Test pairs as one TSV file.", panel=_SPLIT),
     dev_size: int = _split(0, "Hold out this many cleaned training pairs as dev."),
     test_size: int = _split(0, "Hold out this many cleaned training pairs as test."),
     seed: int = _split(1, "Seed of the held-out sample and SentencePiece."),
@@ -51,12 +50,10 @@ def prepare(
     joint: bool = _spm(
         True, "One model for both languages, or one per language.", "--joint/--separate"
     ),
-    character_coverage: float | None = typer.Option(
-        None,
-        help="Share of characters the model must cover (default: 0.9995 for mostly-CJK text, "
-        "else 1.0).",
-        rich_help_panel=_SPM,
-        show_default=False,
+    character_coverage: float | None = given(
+        "--character-coverage",
+        "Share of characters the model must cover (default: 0.9995 for mostly-CJK text, else 1.0).",
+        panel=_SPM,
     ),
     output: Path = _out(..., "Data directory to create.", "-o", "--output"),
     force: bool = _out(False, "Replace an existing output directory.", "--force"),
@@ -66,7 +63,6 @@ def prepare(
     from nmt_cli.data.corpus import source_from_flags
     from nmt_cli.data.prepare import PrepareOptions
     from nmt_cli.data.prepare import prepare as run_prepare
-    from nmt_cli.progress import count
     from nmt_cli.render.prepare_report import render_prepare_report
     from nmt_cli.render.progress import count_display
 
@@ -89,7 +85,7 @@ def prepare(
     )
     console = stderr_console()
     with count_display(console, "prepare") as show:
-        report = run_prepare(options, lambda step, done, total: show(count(step, done, total)))
+        report = run_prepare(options, show)
     render_prepare_report(report, console)
     for message in report.warnings:
         warn(message)

@@ -7,69 +7,61 @@ from pathlib import Path
 import typer
 
 from nmt_cli.cli.boundary import command_boundary
-from nmt_cli.cli.options import device_option, threads_option
+from nmt_cli.cli.options import device_option, in_panel, option, threads_option
 
 _MODEL = "Model"
 _TRAIN = "Training"
 
 
-def _model(help: str, *flags: str):
-    """A [model] setting of the config as a flag; None (not given) leaves the config's value."""
-    return typer.Option(None, *flags, help=help, rich_help_panel=_MODEL)
-
-
-def _train(help: str, *flags: str):
-    """A [train] setting of the config as a flag; None (not given) leaves the config's value."""
-    return typer.Option(None, *flags, help=help, rich_help_panel=_TRAIN)
+# A [model] or [train] setting of the config as a flag: None (not given) leaves the config's.
+_model, _train = in_panel(_MODEL), in_panel(_TRAIN)
 
 
 @command_boundary
 def train(
     data_dir: Path = typer.Argument(..., help="Data directory written by `nmt prepare`."),
     output: Path = typer.Option(..., "-o", "--output", help="Model directory to write."),
-    config_file: Path | None = typer.Option(
-        None, "--config", help="TOML file with [model] and [train] tables."
+    config_file: Path | None = option(
+        None, "TOML file with [model] and [train] tables.", "--config"
     ),
-    resume: bool = typer.Option(
-        False, "--resume", help="Continue from OUTPUT/checkpoints/last.pt."
-    ),
-    force: bool = typer.Option(False, "--force", help="Start afresh even if OUTPUT holds a model."),
-    nproc: int = typer.Option(
-        1, "--nproc", help="Train with N processes (torchrun + DDP) on this machine."
-    ),
-    cell: str | None = _model("gru or lstm."),
-    emb_size: int | None = _model("Embedding size."),
-    hidden_size: int | None = _model("Encoder size per direction."),
-    layers: int | None = _model("RNN layers."),
+    resume: bool = option(False, "Continue from OUTPUT/checkpoints/last.pt.", "--resume"),
+    force: bool = option(False, "Start afresh even if OUTPUT holds a model.", "--force"),
+    nproc: int = option(1, "Train with N processes (torchrun + DDP) on this machine.", "--nproc"),
+    cell: str | None = _model(None, "gru or lstm."),
+    emb_size: int | None = _model(None, "Embedding size."),
+    hidden_size: int | None = _model(None, "Encoder size per direction."),
+    layers: int | None = _model(None, "RNN layers."),
     bidirectional: bool | None = _model(
-        "Bidirectional encoder.", "--bidirectional/--no-bidirectional"
+        None, "Bidirectional encoder.", "--bidirectional/--no-bidirectional"
     ),
-    attention: str | None = _model("dot, general, additive or none."),
-    decoder_style: str | None = _model("luong or bahdanau."),
-    input_feed: bool | None = _model("Luong input feeding.", "--input-feed/--no-input-feed"),
-    dropout: float | None = _model("Dropout probability."),
+    attention: str | None = _model(None, "dot, general, additive or none."),
+    decoder_style: str | None = _model(None, "luong or bahdanau."),
+    input_feed: bool | None = _model(None, "Luong input feeding.", "--input-feed/--no-input-feed"),
+    dropout: float | None = _model(None, "Dropout probability."),
     tie_embeddings: bool | None = _model(
-        "Share target embedding and output layer.", "--tie-embeddings/--no-tie-embeddings"
+        None, "Share target embedding and output layer.", "--tie-embeddings/--no-tie-embeddings"
     ),
-    label_smoothing: float | None = _train("Label smoothing."),
-    batch_tokens: int | None = _train("Target tokens per batch."),
-    lr: float | None = _train("Adam learning rate."),
-    max_steps: int | None = _train("Stop after N updates (0: no limit)."),
-    max_epochs: int | None = _train("Stop after N epochs (0: no limit)."),
-    max_time: str | None = _train("Stop after this long, e.g. 90s, 20m, 1.5h."),
-    valid_every: int | None = _train("Validate every N updates."),
-    log_every: int | None = _train("Report progress every N updates."),
-    patience: int | None = _train("Early stopping after N validations without gain."),
-    seed: int | None = _train("Random seed."),
+    label_smoothing: float | None = _train(None, "Label smoothing."),
+    batch_tokens: int | None = _train(None, "Target tokens per batch."),
+    lr: float | None = _train(None, "Adam learning rate."),
+    max_steps: int | None = _train(None, "Stop after N updates (0: no limit)."),
+    max_epochs: int | None = _train(None, "Stop after N epochs (0: no limit)."),
+    max_time: str | None = _train(None, "Stop after this long, e.g. 90s, 20m, 1.5h."),
+    valid_every: int | None = _train(None, "Validate every N updates."),
+    log_every: int | None = _train(None, "Report progress every N updates."),
+    patience: int | None = _train(None, "Early stopping after N validations without gain."),
+    seed: int | None = _train(None, "Random seed."),
     guided_alignment: float | None = _train(
+        None,
         "Weight of the guided-alignment loss, which trains the attention towards word links "
-        "of the training pairs (0: off; needs attention)."
+        "of the training pairs (0: off; needs attention).",
     ),
     alignments: str | None = _train(
+        None,
         "Pharaoh file of word links for the training pairs, from any aligner (default: "
-        "computed once by eflomal and kept in DATA_DIR)."
+        "computed once by eflomal and kept in DATA_DIR).",
     ),
-    align_unit: str | None = _train("Units of those links: word, char or piece."),
+    align_unit: str | None = _train(None, "Units of those links: word, char or piece."),
     device: str | None = device_option(None, _TRAIN),
     threads: int | None = threads_option(None, _TRAIN),
 ) -> None:

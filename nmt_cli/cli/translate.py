@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import typer
-
 from nmt_cli.cli.boundary import command_boundary
 from nmt_cli.cli.options import (
     batch_size_option,
@@ -14,6 +12,7 @@ from nmt_cli.cli.options import (
     device_option,
     in_panel,
     model_option,
+    option,
     threads_option,
 )
 
@@ -24,9 +23,7 @@ _search, _output = in_panel(_SEARCH), in_panel("Output")
 @command_boundary
 def translate(
     model: Path = model_option(),
-    input: Path | None = typer.Option(
-        None, "--input", "-i", help="Input file (plain or .gz); default stdin."
-    ),
+    input: Path | None = option(None, "Input file (plain or .gz); default stdin.", "--input", "-i"),
     beam: int = beam_option(_SEARCH),
     batch_size: int = batch_size_option(_SEARCH),
     nbest: int = _search(1, "Print the N best translations (Moses n-best format)."),
@@ -49,13 +46,13 @@ def translate(
         False, "One JSON object per line with score, pieces, attention.", "--json"
     ),
     on_invalid: str = _output("error", "Invalid UTF-8 input: error (with line number) or replace."),
-    quantize: bool = typer.Option(False, "--quantize", help="int8 dynamic quantization (CPU)."),
-    shortlist: bool = typer.Option(
+    quantize: bool = option(False, "int8 dynamic quantization (CPU).", "--quantize"),
+    shortlist: bool = option(
         False,
-        "--shortlist",
-        help="Score only the target pieces likely for each sentence's source pieces (the "
+        "Score only the target pieces likely for each sentence's source pieces (the "
         "lexical shortlist `nmt train` writes): faster on CPU; output may differ slightly, and "
         "scores are normalised over the shortlist.",
+        "--shortlist",
     ),
     threads: int = threads_option(),
     device: str = device_option(),

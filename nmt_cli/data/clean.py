@@ -202,9 +202,9 @@ def filter_pairs(
     return kept, counts
 
 
-def clean_pairs(pairs: Iterable[tuple[str, str]], options: CleanOptions) -> CleanedSplit:
-    """Normalise, filter and de-duplicate pairs in memory, exactly: the definition that
-    `PairCleaner` with fingerprints follows in bounded memory."""
+def clean_pairs(pairs: Iterable[tuple[str, str]], options: CleanOptions | None) -> CleanedSplit:
+    """Normalise, filter and de-duplicate pairs in memory, exactly (None: only normalise): the
+    definition that `PairCleaner` with fingerprints follows in bounded memory."""
     cleaner = PairCleaner(options, SeenPairs())
     kept = cleaner.clean(list(pairs))
     return CleanedSplit(kept, cleaner.counts)
@@ -212,6 +212,4 @@ def clean_pairs(pairs: Iterable[tuple[str, str]], options: CleanOptions) -> Clea
 
 def normalize_pairs(pairs: Iterable[tuple[str, str]]) -> CleanedSplit:
     """Only normalise (given dev/test sets are references: never filter or de-duplicate them)."""
-    cleaner = PairCleaner(None)
-    kept = cleaner.clean(list(pairs))
-    return CleanedSplit(kept, cleaner.counts)
+    return clean_pairs(pairs, None)

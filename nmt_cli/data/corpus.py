@@ -79,9 +79,7 @@ def read_pairs(source: ParallelSource) -> Iterator[tuple[str, str]]:
 
 def _read_aligned(src: Path, tgt: Path) -> Iterator[tuple[str, str]]:
     """Pair line k of `src` with line k of `tgt`; a length mismatch names both files and counts."""
-    for path in (src, tgt):
-        check_readable(path)
-    src_lines, tgt_lines = read_lines(src), read_lines(tgt)
+    src_lines, tgt_lines = read_lines(src), read_lines(tgt)  # each checks its file when first read
     number = 0
     for number, src_line in enumerate(src_lines, start=1):  # noqa: B007 (used after the loop)
         tgt_line = next(tgt_lines, None)

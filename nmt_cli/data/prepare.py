@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import ctypes
 import gc
-import itertools
 import json
 import math
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -44,7 +42,7 @@ from nmt_cli.data.datadir import (
 )
 from nmt_cli.data.ids import TokenIdsWriter
 from nmt_cli.data.sample import smallest_keys
-from nmt_cli.data.splits import ProgressCallback, WrittenSplit, write_given, write_train
+from nmt_cli.data.splits import WrittenSplit, chunked, write_given, write_train
 from nmt_cli.data.tokenizer import (
     Tokenizer,
     TrainedTokenizer,
@@ -53,14 +51,14 @@ from nmt_cli.data.tokenizer import (
     train_tokenizer,
 )
 from nmt_cli.errors import ConfigError
+from nmt_cli.progress import OnEvent, count, ignore
 
-__all__ = ["PrepareOptions", "PrepareReport", "ProgressCallback", "SplitReport", "prepare"]
+__all__ = ["PrepareOptions", "PrepareReport", "SplitReport", "prepare"]
 _ENCODE_CHUNK = 20_000
 # Sentences each SentencePiece model is trained on at most: a seeded sample beyond that.
 # 300,000 sentences (about 4 million words) are plenty for vocabularies of a few thousand to
 # 32,000 pieces; training on them takes about 8 s and 0.5 GB on 2 cores (bench/PREPARE.md).
 _SAMPLE_SENTENCES = 300_000
-_COVERAGE_LINES = 20_000  # lines per side that decide the automatic character coverage
 
 
 @dataclass(frozen=True)
@@ -107,16 +105,8 @@ class PrepareOptions:
 
     def to_json(self) -> dict[str, object]:
         """The options that shaped the data, as given (None where chosen automatically)."""
-        return {
-            **self.clean.__dict__,
-            "dev_size": self.dev_size,
-            "test_size": self.test_size,
-            "seed": self.seed,
-            "vocab_size": self.vocab_size,
-            "model_type": self.model_type,
-            "joint": self.joint,
-            "character_coverage": self.character_coverage,
-        }
+        names = "dev_size test_size seed vocab_size model_type joint character_coverage".split()
+        return {**self.clean.__dict__, **{name: getattr(self, name) for name in names}}
 
 
 @dataclass(frozen=True)
@@ -139,10 +129,10 @@ class PrepareReport:
     seconds: float
 
 
-def prepare(options: PrepareOptions, progress: ProgressCallback | None = None) -> PrepareReport:
-    """Build the data directory described by `options` and report what was done."""
+def prepare(options: PrepareOptions, progress: OnEvent = ignore) -> PrepareReport:
+    """Build the data directory described by `options` and report what was done, with a
+    `count` progress event per step of each task."""
     started = time.perf_counter()
-    progress = progress or _no_progress
     options.check()
     for source in (options.train, options.dev, options.test):
         for path in source.files if source else ():
@@ -161,7 +151,6 @@ def prepare(options: PrepareOptions, progress: ProgressCallback | None = None) -
             seconds=time.perf_counter() - started,
         )
         write_text(stage / MANIFEST, json.dumps(build_manifest(options, report), indent=2) + "\n")
-        _apply_umask(stage)
     return report
 
 
@@ -183,13 +172,7 @@ def _return_freed_memory() -> None:
     trim(0)
 
 
-def _no_progress(step: str, done: int, total: int | None) -> None:
-    """The default progress callback: nobody is watching."""
-
-
-def _write_splits(
-    options: PrepareOptions, stage: Path, progress: ProgressCallback
-) -> list[WrittenSplit]:
+def _write_splits(options: PrepareOptions, stage: Path, progress: OnEvent) -> list[WrittenSplit]:
     """The cleaned train split and the dev/test splits, given or held out, in split order."""
     held_out = {"dev": options.dev_size, "test": options.test_size}
     splits = write_train(options.train, options.clean, stage, held_out, options.seed, progress)
@@ -215,16 +198,21 @@ class _TrainingSample:
 
     def __iter__(self) -> Iterator[str]:
         for path in self.files:
-            with open(path, encoding="utf-8", newline="\n") as handle:
-                if self.lines is None:
-                    yield from (line[:-1] for line in handle)
-                    continue
-                wanted = iter(self.lines.tolist())
-                next_line = next(wanted, None)
-                for number, line in enumerate(handle):
-                    if number == next_line:
-                        yield line[:-1]
-                        next_line = next(wanted, None)
+            if self.lines is None:
+                yield from _text_lines(path)
+                continue
+            wanted = iter(self.lines.tolist())
+            next_line = next(wanted, None)
+            for number, line in enumerate(_text_lines(path)):
+                if number == next_line:
+                    yield line
+                    next_line = next(wanted, None)
+
+
+def _text_lines(path: Path) -> Iterator[str]:
+    """The lines of one of the text files written here (UTF-8, every line ends in "\\n")."""
+    with open(path, encoding="utf-8", newline="\n") as handle:
+        yield from (line[:-1] for line in handle)
 
 
 def _sample(stage: Path, train: WrittenSplit, sides: tuple[str, ...], seed: int) -> _TrainingSample:
@@ -237,23 +225,22 @@ def _sample(stage: Path, train: WrittenSplit, sides: tuple[str, ...], seed: int)
 
 
 def _coverage(stage: Path, sides: tuple[str, ...]) -> float:
-    """The automatic character coverage, judged on the first lines of each training side."""
-    heads = []
-    for side in sides:
-        with open(stage / text_name("train", side), encoding="utf-8", newline="\n") as handle:
-            heads.append([line[:-1] for line in itertools.islice(handle, _COVERAGE_LINES)])
-    return auto_character_coverage(*heads)
+    """The automatic character coverage, judged on the first lines of each training side (as
+    many as `rich_charset_share` reads)."""
+    return auto_character_coverage(
+        *(_text_lines(stage / text_name("train", side)) for side in sides)
+    )
 
 
 def _train_tokenizers(
-    options: PrepareOptions, train: WrittenSplit, stage: Path, progress: ProgressCallback
+    options: PrepareOptions, train: WrittenSplit, stage: Path, progress: OnEvent
 ) -> dict[str, TrainedTokenizer]:
     """Train the joint model on both training sides, or one model per side; map side → model."""
     groups = [(None, SIDES)] if options.joint else [(side, (side,)) for side in SIDES]
     trained: dict[str, TrainedTokenizer] = {}
     for prefix_side, sides in groups:
         step = f"training SentencePiece ({'+'.join(sides)})"
-        progress(step, 0, None)
+        progress(count(step, 0, None))
         coverage = options.character_coverage
         if coverage is None:
             coverage = _coverage(stage, sides)
@@ -267,7 +254,7 @@ def _train_tokenizers(
             coverage,
             options.seed,
         )
-        progress(step, 1, 1)
+        progress(count(step, 1, 1))
         trained.update(dict.fromkeys(sides, model))
     return trained
 
@@ -279,7 +266,7 @@ def _encode_split(
     stage: Path,
     split: WrittenSplit,
     tokenizers: dict[str, TrainedTokenizer],
-    progress: ProgressCallback,
+    progress: OnEvent,
 ) -> SplitReport:
     """Encode both sides of a split, a chunk at a time, straight into its token-id files."""
     pieces = []
@@ -289,24 +276,11 @@ def _encode_split(
         prefix = stage / text_name(split.name, side)
         step = f"encoding {prefix.name}"
         with TokenIdsWriter(prefix, model.vocab_size) as writer:
-            for chunk in _line_chunks(prefix):
+            for chunk in chunked(_text_lines(prefix), _ENCODE_CHUNK):
                 writer.add(tokenizer.encode_batch(chunk))
-                progress(step, writer.sentences, split.pairs)
+                progress(count(step, writer.sentences, split.pairs))
         pieces.append(writer.total)
     return SplitReport(split.name, split.origin, split.counts, split.pairs, *pieces)
-
-
-def _line_chunks(path: Path) -> Iterator[list[str]]:
-    """The lines of one of our own text files, _ENCODE_CHUNK at a time."""
-    with open(path, encoding="utf-8", newline="\n") as handle:
-        chunk = []
-        for line in handle:
-            chunk.append(line[:-1])
-            if len(chunk) == _ENCODE_CHUNK:
-                yield chunk
-                chunk = []
-        if chunk:
-            yield chunk
 
 
 # prepare.json ----------------------------------------------------------------------------------
@@ -371,12 +345,3 @@ def _warnings(tokenizers: dict[str, TrainedTokenizer]) -> tuple[str, ...]:
         for model in dict.fromkeys(tokenizers.values())
         if model.fell_back
     )
-
-
-def _apply_umask(directory: Path) -> None:
-    """Give the directory the user's usual permissions (temporary files start private)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    directory.chmod(0o777 & ~mask)
-    for file in directory.iterdir():
-        file.chmod(0o666 & ~mask)

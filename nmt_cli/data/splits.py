@@ -16,22 +16,23 @@ import itertools
 import multiprocessing
 import signal
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from nmt_cli.data.clean import CleanCounts, CleanOptions, PairCleaner, filter_pairs
 from nmt_cli.data.corpus import ParallelSource, read_pairs
 from nmt_cli.data.datadir import SIDES, text_name
 from nmt_cli.errors import ConfigError, InputError
+from nmt_cli.progress import OnEvent, count
 
-# step name, work done, total work (None when unknown); called often, must be cheap.
-ProgressCallback = Callable[[str, int, "int | None"], None]
 _CHUNK = 10_000  # pairs cleaned and written at a time
 _SERIAL_CHUNKS = 5  # chunks cleaned in this process before worker processes take over
 _WORKERS = 2  # processes that normalise and filter (the machines we aim at have 2+ cores)
 _IN_FLIGHT = 2 * _WORKERS + 1  # chunks handed to workers and not yet back
 _ALL = "cleaned"  # the cleaned training pairs before dev/test are held out of them
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -44,32 +45,10 @@ class WrittenSplit:
     pairs: int
 
 
-class _PairWriter:
-    """Appends pairs to the two text files of a split, one sentence per line."""
-
-    def __init__(self, stage: Path, name: str) -> None:
-        self._stack = contextlib.ExitStack()
-        self.files = [
-            self._stack.enter_context(
-                open(stage / text_name(name, side), "w", encoding="utf-8", newline="\n")
-            )
-            for side in SIDES
-        ]
-
-    def write(self, pairs: list[tuple[str, str]]) -> None:
-        for index, handle in enumerate(self.files):
-            handle.write("".join([pair[index] + "\n" for pair in pairs]))
-
-    def __enter__(self) -> _PairWriter:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stack.close()
-
-
-def _chunks(pairs: Iterable[tuple[str, str]]) -> Iterator[list[tuple[str, str]]]:
-    iterator = iter(pairs)
-    while chunk := list(itertools.islice(iterator, _CHUNK)):
+def chunked(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """`items` in lists of `size` (the last one shorter), read as they are needed."""
+    iterator = iter(items)
+    while chunk := list(itertools.islice(iterator, size)):
         yield chunk
 
 
@@ -115,16 +94,21 @@ def _stream(
     cleaner: PairCleaner,
     stage: Path,
     name: str,
-    progress: ProgressCallback,
+    progress: OnEvent,
 ) -> CleanCounts:
     """Read `source`, clean it with `cleaner` and write what is kept as split `name`."""
     step = f"reading {source.describe()}"
-    with _PairWriter(stage, name) as writer:
-        for kept in _cleaned(_chunks(read_pairs(source)), cleaner):
-            writer.write(kept)
-            progress(step, cleaner.counts.read, None)
+    with contextlib.ExitStack() as stack:
+        paths = [stage / text_name(name, side) for side in SIDES]
+        files = [
+            stack.enter_context(open(path, "w", encoding="utf-8", newline="\n")) for path in paths
+        ]
+        for kept in _cleaned(chunked(read_pairs(source), _CHUNK), cleaner):
+            for side, handle in enumerate(files):  # one sentence per line
+                handle.write("".join([pair[side] + "\n" for pair in kept]))
+            progress(count(step, cleaner.counts.read, None))
     counts = cleaner.counts
-    progress(step, counts.read, counts.read)
+    progress(count(step, counts.read, counts.read))
     return counts
 
 
@@ -134,7 +118,7 @@ def write_train(
     stage: Path,
     held_out: dict[str, int],
     seed: int,
-    progress: ProgressCallback,
+    progress: OnEvent,
 ) -> list[WrittenSplit]:
     """Clean the training corpus into the train split and hold dev/test out of it.
 
@@ -159,7 +143,7 @@ def _hold_out(
     counts: CleanCounts,
     held_out: dict[str, int],
     seed: int,
-    progress: ProgressCallback,
+    progress: OnEvent,
 ) -> list[WrittenSplit]:
     """Route the cleaned lines to train and to the held-out splits chosen by the seed.
 
@@ -191,7 +175,7 @@ def _hold_out(
                 for number, line in enumerate(lines):
                     outputs[destination.get(number, "train")].write(line)
         source_path.unlink()
-        progress(step, SIDES.index(side) + 1, len(SIDES))
+        progress(count(step, SIDES.index(side) + 1, len(SIDES)))
     splits = [WrittenSplit("train", "corpus", counts, counts.kept - len(destination))]
     for name in names[1:]:
         size = held_out[name]
@@ -199,9 +183,7 @@ def _hold_out(
     return splits
 
 
-def write_given(
-    name: str, source: ParallelSource, stage: Path, progress: ProgressCallback
-) -> WrittenSplit:
+def write_given(name: str, source: ParallelSource, stage: Path, progress: OnEvent) -> WrittenSplit:
     """A given dev/test split: normalised only, never filtered (it is a reference)."""
     counts = _stream(source, PairCleaner(None), stage, name, progress)
     if not counts.kept:

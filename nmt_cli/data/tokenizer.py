@@ -179,19 +179,6 @@ def train_tokenizer(
     )
 
 
-def train_sentencepiece(
-    sentences: Iterable[str] | Path | Sequence[Path],
-    model_prefix: Path,
-    vocab_size: int,
-    model_type: str = "unigram",
-    character_coverage: float | None = None,
-) -> Path:
-    """Train a SentencePiece model and return the path of its .model file."""
-    return train_tokenizer(
-        sentences, model_prefix, vocab_size, model_type, character_coverage
-    ).model
-
-
 def _as_files(sentences: Iterable[str] | Path | Sequence[Path]) -> list[Path] | None:
     """The training files when `sentences` names files, None when it holds sentences."""
     if isinstance(sentences, Path):

@@ -20,12 +20,12 @@ from rich.style import Style
 from rich.text import Text
 
 from nmt_cli.errors import ConfigError
+from nmt_cli.render.scores import bar
 
 LINK_MARK = "●"
 SHADES = " ░▒▓█"
 SHADE_FLOORS = (0.05, 0.25, 0.5, 0.75)  # the weight at which each glyph after " " starts
 BAR_CELLS = 10  # cells of a bar for weight 1 in the links view
-PARTIAL_BLOCKS = "▏▎▍▌▋▊▉"  # one to seven eighths of a cell
 LABEL_CAP = 20  # widest target-word label, in cells
 COLUMN_CAP = 12  # widest source-word column, in cells
 COLUMN_MIN = 2  # narrowest column, so a cell shows shade around a link mark
@@ -80,7 +80,8 @@ def render_links(
         for rank, i in enumerate(order):
             line.append(" ·" if rank else "")
             line.append(f" {_fit(src_words[i], COLUMN_CAP, pad=False)} ")
-            line.append(_bar(weights[j, i]), style=Style(color=_colour(weights[j, i])))
+            shown = bar(weights[j, i], 1.0, BAR_CELLS, never_empty=True)
+            line.append(shown, style=Style(color=_colour(weights[j, i])))
             line.append(f" {weights[j, i]:.2f}")
         if not order:
             line.append(" (no attention)", style="dim")
@@ -192,12 +193,6 @@ def _colour(weight: float) -> Color:
     position = math.sqrt(max(0.0, min(1.0, weight))) * (len(SCALE) - 1)
     low = min(int(position), len(SCALE) - 2)
     return Color.from_triplet(blend_rgb(SCALE[low], SCALE[low + 1], position - low))
-
-
-def _bar(weight: float) -> str:
-    """A horizontal bar of BAR_CELLS cells for weight 1, in eighths of a cell (never empty)."""
-    full, rest = divmod(max(1, round(weight * BAR_CELLS * 8)), 8)
-    return "█" * full + (PARTIAL_BLOCKS[rest - 1] if rest else "")
 
 
 def _fit(word: str, width: int, align_right: bool = True, pad: bool = True) -> str:

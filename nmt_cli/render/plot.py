@@ -44,7 +44,10 @@ def check_plot_path(path: str | os.PathLike, option: str = "--plot") -> None:
     if path.is_dir():
         raise InputError(f"{path} is a directory: give a file name such as bleu_by_length.png")
     if not path.parent.is_dir():
-        raise InputError(f"cannot write {path}: the folder {path.parent} does not exist")
+        raise InputError(
+            f"cannot write {path}: the folder {path.parent} does not exist; create it or "
+            "choose another path"
+        )
     require_matplotlib(option)
 
 

@@ -63,15 +63,10 @@ def _notes(report: PrepareReport) -> list[str]:
     notes = [
         "norm.: changed by NFC/whitespace normalisation (kept); empty, long, ratio, dup: dropped"
     ]
-    by_origin: dict[str, list[str]] = {}
-    for split in report.splits:
-        by_origin.setdefault(split.origin, []).append(split.name)
-    if "given" in by_origin:
-        names = ", ".join(by_origin["given"])
-        notes.append(
-            f"{names}: given references, only normalised (never filtered or de-duplicated)"
-        )
-    if "held out" in by_origin:
-        names = ", ".join(by_origin["held out"])
-        notes.append(f"{names}: held out of the cleaned training pairs (seeded)")
+    for origin, note in (
+        ("given", "given references, only normalised (never filtered or de-duplicated)"),
+        ("held out", "held out of the cleaned training pairs (seeded)"),
+    ):
+        if names := [split.name for split in report.splits if split.origin == origin]:
+            notes.append(f"{', '.join(names)}: {note}")
     return notes

@@ -39,12 +39,13 @@ def scores_table(scores: list[MetricScore]) -> Table:
     return table
 
 
-def bar(value: float, top: float, width: int = BAR_WIDTH) -> str:
-    """A horizontal bar of `value` on a scale where `top` fills `width` characters."""
+def bar(value: float, top: float, width: int = BAR_WIDTH, never_empty: bool = False) -> str:
+    """A horizontal bar of `value` on a scale where `top` fills `width` characters; with
+    `never_empty`, a positive value too small to show gets one eighth."""
     if top <= 0 or value <= 0:
         return ""
     eighths = round(min(value / top, 1.0) * width * 8)
-    full, part = divmod(eighths, 8)
+    full, part = divmod(max(eighths, 1) if never_empty else eighths, 8)
     return "█" * full + (_EIGHTHS[part] if part else "")
 
 
