@@ -96,7 +96,7 @@ def score_corpus(args) -> None:
 def render(args) -> None:
     results = json.loads(args.results.read_text())
     lines = [args.heading.strip(), ""]
-    for corpus, section in results.items():
+    for section in results.values():
         if not isinstance(section, dict) or "rows" not in section:
             continue
         lines += [f"## {section['title']}", "", section["note"], ""]
