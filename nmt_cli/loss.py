@@ -11,14 +11,24 @@ from nmt_cli.model.seq2seq import Seq2Seq
 from nmt_cli.specials import PAD_ID
 
 
-def guided_alignment_loss(weights: torch.Tensor, guide: Guide) -> torch.Tensor:
+def guided_alignment_loss(
+    weights: torch.Tensor, guide: Guide, shift: int = 0, lengths: torch.Tensor | None = None
+) -> torch.Tensor:
     """Summed cross-entropy −Σ q log a between the guide's target distributions q and the
     attention a (B, T, S) of the steps they belong to (Chen et al. 2016, "Guided alignment
-    training for topic-aware NMT"). For one step it is smallest, at the entropy of q, when the
-    attention equals q; steps without links (unaligned target words, EOS) add nothing."""
-    chosen = weights[guide.rows, guide.steps, guide.sources]
+    training for topic-aware NMT"): target piece t's links train the attention of step
+    t + `shift` (`model.decoder.input_step_offset`). For one step it is smallest, at the
+    entropy of q, when the attention equals q; steps without links (unaligned target words,
+    EOS) add nothing, nor do links whose step lies past the row's last real step (`lengths`
+    (B,): target pieces per row, whose steps are 0..length)."""
+    rows, steps, sources, targets = guide.rows, guide.steps + shift, guide.sources, guide.weights
+    if shift:
+        last = lengths[rows] if lengths is not None else weights.size(1) - 1
+        keep = steps <= last
+        rows, steps, sources, targets = rows[keep], steps[keep], sources[keep], targets[keep]
+    chosen = weights[rows, steps, sources]
     chosen = chosen.to(torch.promote_types(chosen.dtype, torch.float32))  # fp16/bf16 under amp
-    return -(guide.weights * torch.log(chosen.clamp_min(1e-12))).sum()
+    return -(targets * torch.log(chosen.clamp_min(1e-12))).sum()
 
 
 class Objective(torch.nn.Module):
@@ -60,7 +70,8 @@ class Objective(torch.nn.Module):
                 nll = F.cross_entropy(logits, targets, reduction="sum")
         if not guided:
             return loss, nll, None
-        alignment = guided_alignment_loss(weights, guide)
+        lengths = real.sum(dim=1) - 1  # target pieces per row (EOS not counted)
+        alignment = guided_alignment_loss(weights, guide, self.model.config.align_shift, lengths)
         return loss + self.guided_alignment * alignment, nll, alignment.detach()
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from nmt_cli import checkpoint
 from nmt_cli.config import Config, resolve
 from nmt_cli.errors import NmtError
+from nmt_cli.model.decoder import input_step_offset
 from nmt_cli.progress import Event, OnEvent, ignore
 
 
@@ -18,6 +19,8 @@ def _with_vocab(config: Config, src_vocab: int, tgt_vocab: int) -> Config:
     import dataclasses
 
     model = dataclasses.replace(config.model, src_vocab_size=src_vocab, tgt_vocab_size=tgt_vocab)
+    if config.train.guided_alignment:  # the attention learns to align where the word is read
+        model = dataclasses.replace(model, align_shift=input_step_offset(model.decoder_style))
     return dataclasses.replace(config, model=model)
 
 

@@ -40,7 +40,8 @@ class Translation:
     src_pieces: list[str] = field(default_factory=list)
     pieces: list[str] = field(default_factory=list)
     score: float = 0.0
-    # (len(pieces) + 1, len(src_pieces)): a row per step incl. EOS
+    # (len(pieces) + 1, len(src_pieces)): a row per step incl. EOS (row t the attention that
+    # aligns piece t: of step t, or of step t + align_shift for a guided model)
     attention: np.ndarray | None = None
     alternatives: list[tuple[str, float]] = field(default_factory=list)  # n-best, best first
     truncated: bool = False  # the source was longer than the model's limit and was cut
@@ -160,6 +161,10 @@ class Translator:
         attention = None
         if best.attention is not None:  # rows span the padded batch: keep this line's pieces
             attention = best.attention[:, : len(src_ids)].numpy()
+            if self.model.config.align_shift:  # row t: the step that aligns piece t (guided)
+                from nmt_cli.alignment import shift_rows
+
+                attention = shift_rows(attention, self.model.config.align_shift)
         pieces = self._pieces(best, src_pieces, attention if replace_unk else None)
         alternatives = [(pieces_text(self._pieces(h, src_pieces, None)), h.score) for h in nbest]
         return Translation(

@@ -186,3 +186,28 @@ def test_an_alignments_file_that_does_not_fit_the_training_pairs_is_refused(toy_
     assert result.exit_code == 2, result.stderr
     assert str(links) in result.stderr and "one line per pair" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and not (out / "model.pt").exists()
+
+
+def test_guided_loss_reads_the_step_where_the_word_is_input_and_stays_inside_each_row():
+    guide = _guide(ENTRIES)  # steps 0..2 of rows 0 and 1
+    weights = torch.softmax(torch.randn(2, 4, 4, generator=torch.Generator().manual_seed(1)), -1)
+    shifted = guided_alignment_loss(weights, guide, shift=1, lengths=torch.tensor([3, 3]))
+    assert shifted.item() == pytest.approx(guided_alignment_loss(weights[:, 1:], guide).item())
+    # row 1 has 1 target piece: its steps are 0..1, so its link of step 1 (+1 = 2) is dropped
+    short = guided_alignment_loss(weights, guide, shift=1, lengths=torch.tensor([3, 1]))
+    row0 = _guide([e for e in ENTRIES if e[0] == 0])
+    assert short.item() == pytest.approx(guided_alignment_loss(weights[:, 1:], row0).item())
+
+
+@pytest.mark.parametrize(("style", "shift"), [("luong", 1), ("bahdanau", 2)])
+def test_guided_training_records_the_step_its_attention_aligns_at(toy_data_dir, tmp_path, style, shift):
+    links = tmp_path / "train.links"
+    sources = (toy_data_dir / "train.src").read_text(encoding="utf-8").splitlines()
+    links.write_text("".join(_links(len(s.split())) + "\n" for s in sources), encoding="utf-8")
+    out = tmp_path / "model"
+    result = invoke("train", toy_data_dir, "-o", out, "--max-steps", "2", "--valid-every", "2",
+                    "--emb-size", "16", "--hidden-size", "16", "--decoder-style", style,
+                    "--attention", "additive", "--guided-alignment", "1", "--alignments", links)  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["model"]["align_shift"] == shift

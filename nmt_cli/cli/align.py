@@ -53,7 +53,11 @@ def align(
         "input into the weights, thresholds then apply to the mix (0.5 recommended; output "
         "comes after the input ends; views show the models' own weights); 0: off.",
     ),
-    shift: int = _extract(0, "Align target word t with the attention of step t+SHIFT."),
+    shift: int | None = _extract(
+        None,
+        "Align target word t with the attention of step t+SHIFT (default: the step the model "
+        "learnt to align at: t, or t+1 (Luong) / t+2 (Bahdanau) after guided alignment).",
+    ),
     weights: str = _extract(
         "attention",
         "attention; saliency (gradient × input: how much each source word moves the "
@@ -80,6 +84,7 @@ def align(
 ) -> None:
     """Word alignments from attention (or saliency): heatmaps, Pharaoh links, AER against gold."""
     import sys
+    from dataclasses import replace
 
     from nmt_cli.aligner import AlignOptions, align_pairs, checked_pairs
     from nmt_cli.cli.align_output import AlignOutput
@@ -94,7 +99,7 @@ def align(
         unit=unit,
         method=method,
         threshold=threshold,
-        shift=shift,
+        shift=shift or 0,
         include_eos=include_eos,
         symmetrize=symmetrize,
         weights=weights,
@@ -111,6 +116,8 @@ def align(
     pair_files = _checked_pair_files(src, tgt, tsv, input)
     translator = Translator.load(model, device=device, threads=threads)
     reverse = Translator.load(reverse_model, device=device) if reverse_model else None
+    if shift is None and weights == "attention":  # the step the model was trained to align at
+        options = replace(options, shift=translator.model.config.align_shift)
     if view == "auto":
         view = "heatmap" if sys.stdout.isatty() and not json_output else "none"
     output = AlignOutput(view=view, json_output=json_output, gold=gold, png=png)
@@ -152,8 +159,8 @@ def _check_options(options) -> None:
             f"({options.threshold}): it lets weaker neighbours join links of at least "
             "--threshold"
         )
-    if options.shift not in (0, 1):
-        raise ConfigError(f"--shift must be 0 or 1, got {options.shift}")
+    if options.shift not in (0, 1, 2):
+        raise ConfigError(f"--shift must be 0, 1 or 2, got {options.shift}")
     if options.shift and options.weights != "attention":
         raise ConfigError(
             "--shift reads the attention of a later step; it applies to --weights attention "

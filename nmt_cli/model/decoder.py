@@ -23,6 +23,15 @@ from nmt_cli.model.encoder import Hidden, rnn_class
 from nmt_cli.model.gru import FastGRU
 
 
+def input_step_offset(style: str) -> int:
+    """How many steps after predicting target piece t the decoder's attention query has read
+    it: a Luong decoder reads y_t at step t+1 and attends after its RNN step (query d_{t+1});
+    a Bahdanau decoder attends before its RNN step, with d_{t+1} only at step t+2. Guided
+    alignment trains, and `nmt align` reads, the attention of that step (Chen et al. 2020's
+    Shift-Att: the step where the word is input, not where it is predicted)."""
+    return 1 if style == "luong" else 2
+
+
 @dataclass
 class Memory:
     """What the decoder attends to, computed once per batch by the encoder.
