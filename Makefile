@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	# Take the CPU build of torch when none is present; leave an existing torch alone.
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q $(TORCH_CPU)
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -e ".[dev,serve]"
 	touch $(STAMP)
 
 # The demo trains for a fixed number of updates (data/configs/demo.toml), so every machine gets

@@ -61,6 +61,9 @@ def train(
     log_every: int | None = _train("Report progress every N updates."),
     patience: int | None = _train("Early stopping after N validations without gain."),
     seed: int | None = _train("Random seed."),
+    keep_checkpoints: int | None = _train(
+        "Also keep the weights of the last N checkpoints, for `nmt average` (0: none)."
+    ),
     device: str | None = device_option(None, _TRAIN),
     threads: int | None = threads_option(None, _TRAIN),
 ) -> None:

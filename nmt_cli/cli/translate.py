@@ -23,7 +23,7 @@ _search, _output = in_panel(_SEARCH), in_panel("Output")
 
 @command_boundary
 def translate(
-    model: Path = model_option(),
+    model: list[Path] = model_option(repeat=True),
     input: Path | None = typer.Option(
         None, "--input", "-i", help="Input file (plain or .gz); default stdin."
     ),
@@ -77,8 +77,9 @@ def translate(
     ).check()
     check_on_invalid(on_invalid)
     check_device_options(device, threads)
+    first, *partners = model
     translator = Translator.load(
-        model, device=device, quantize=quantize, threads=threads, shortlist=shortlist
+        first, device, quantize, threads, shortlist=shortlist, partners=partners
     )
     if input is None and sys.stdin.isatty():
         _prompt_loop(translator, options)

@@ -194,6 +194,11 @@ def _colour(weight: float) -> Color:
     return Color.from_triplet(blend_rgb(SCALE[low], SCALE[low + 1], position - low))
 
 
+def colour_scale(steps: int = 101) -> list[str]:
+    """The scale's colours for weights 0, 1/(steps-1), …, 1 as "#rrggbb" (the page of `nmt serve`)."""
+    return [_colour(i / (steps - 1)).triplet.hex for i in range(steps)]
+
+
 def _bar(weight: float) -> str:
     """A horizontal bar of BAR_CELLS cells for weight 1, in eighths of a cell (never empty)."""
     full, rest = divmod(max(1, round(weight * BAR_CELLS * 8)), 8)
