@@ -102,9 +102,8 @@ class Translator:
             )
             translator.output = OutputLayer.of(loaded.model.generator)
         for other in partners:
-            partner = cls.load(other, device, quantize, threads)
-            _check_same_target(translator, partner)
-            translator.partners.append(partner)
+            _check_same_target(model_dir, Path(other))
+            translator.partners.append(cls.load(other, device, quantize, threads))
         return translator
 
     def translate_lines(
@@ -282,11 +281,12 @@ class Translator:
         return (*self._piece_names(src_ids, tgt_ids), attention)
 
 
-def _check_same_target(first: Translator, other: Translator) -> None:
-    """Refuse an ensemble member whose target vocabulary differs from the first model's."""
-    name = checkpoint.TGT_SPM
-    if (other.model_dir / name).read_bytes() != (first.model_dir / name).read_bytes():
+def _check_same_target(first: Path, other: Path) -> None:
+    """Refuse an ensemble member whose target vocabulary (SentencePiece file) is not the first's."""
+    checkpoint.check_model_dir(other)
+    mine, theirs = first / checkpoint.TGT_SPM, other / checkpoint.TGT_SPM
+    if theirs.read_bytes() != mine.read_bytes():
         raise ArtifactError(
-            f"{other.model_dir / name} differs from {first.model_dir / name}: an ensemble needs "
-            "models with the same target vocabulary (trained on one data directory)"
+            f"{theirs} differs from {mine}: an ensemble needs models with the same target "
+            "vocabulary (trained on one data directory)"
         )

@@ -63,8 +63,25 @@ def serve(
         f"nmt: serving {' + '.join(map(str, model))} on http://{host}:{port}/ (Ctrl-C to stop)",
         markup=False,
     )
-    # uvicorn drains on SIGINT/SIGTERM: no new connections, in-flight requests answered.
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    _serve_until_signalled(lambda: uvicorn.run(app, host=host, port=port, log_level="warning"))
+    stderr_console().print("nmt: stopped, every request answered", markup=False)
+
+
+def _serve_until_signalled(run) -> None:
+    """Run the server; SIGINT and SIGTERM make it drain (no new connections, requests in
+    flight answered) and return, so the command exits 0.
+
+    uvicorn handles both signals while it runs and afterwards raises them again for the
+    handlers that were there before it: those are set here to do nothing more.
+    """
+    import signal
+
+    previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        run()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _check_serve_options(beam, max_beam, max_lines, max_chars, max_batch, window_ms) -> None:
