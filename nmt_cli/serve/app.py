@@ -31,6 +31,7 @@ from nmt_cli.serve.requests import (
     Limits,
     RequestError,
     TranslateRequest,
+    check_size,
     opennmt_request,
     parse_body,
     translate_request,
@@ -109,12 +110,8 @@ def create_app(
 async def _body(request: Request, limits: Limits) -> bytes:
     """The body, refused unread when its declared length is over the limit."""
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limits.max_body_bytes:
-        raise RequestError(
-            f"the request body has {int(declared):,} bytes, more than this server reads "
-            f"({limits.max_body_bytes:,}): send fewer or shorter lines",
-            413,
-        )
+    if declared.isdigit():
+        check_size(int(declared), limits)
     return await request.body()
 
 

@@ -48,14 +48,19 @@ class TranslateRequest:
     align: bool
 
 
-def parse_body(body: bytes, limits: Limits) -> Any:
-    """The JSON value of a request body (RequestError when too large, not UTF-8, not JSON)."""
-    if len(body) > limits.max_body_bytes:
+def check_size(size: int, limits: Limits) -> None:
+    """Refuse a body of `size` bytes that is larger than any acceptable request."""
+    if size > limits.max_body_bytes:
         raise RequestError(
-            f"the request body has {len(body):,} bytes, more than this server reads "
+            f"the request body has {size:,} bytes, more than this server reads "
             f"({limits.max_body_bytes:,}): send fewer or shorter lines",
             413,
         )
+
+
+def parse_body(body: bytes, limits: Limits) -> Any:
+    """The JSON value of a request body (RequestError when too large, not UTF-8, not JSON)."""
+    check_size(len(body), limits)
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
