@@ -39,7 +39,7 @@ def parse_args() -> argparse.Namespace:
     add = parser.add_argument
     add("--model", type=Path, action="append", help="model dir (repeatable; default: the demo "
         "model runs/demo/model and the reference one runs/m30k-ref, those present)")  # fmt: skip
-    add("--sentences", type=int, default=400, help="test sentences per measurement")
+    add("--sentences", type=int, default=200, help="test sentences per measurement")
     add("--clients", default="1,8,32", help="concurrent clients, comma-separated")
     add("--rounds", type=int, default=3, help="interleaved rounds")
     add("--beam", type=int, default=5)

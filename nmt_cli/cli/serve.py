@@ -37,6 +37,11 @@ def serve(
     device: str = device_option(),
 ) -> None:
     """Serve translations over HTTP: POST /translate, OpenNMT-py's POST /translator/translate, a page at /."""
+    import os
+
+    # Before torch starts OpenMP: its idle threads then sleep instead of spinning, leaving the
+    # cores to the event loop and to clients on the same machine between the search's steps.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from nmt_cli.cli.boundary import stderr_console
     from nmt_cli.errors import ConfigError
 

@@ -84,13 +84,13 @@ def create_app(
     async def translate(request: Request):
         job = translate_request(parse_body(await _body(request, limits), limits), limits)
         results = await run(job)
-        return {"translations": [_record(t, job.align) for t in results]}
+        return JSONResponse({"translations": [_record(t, job.align) for t in results]})
 
     @app.post("/translator/translate")
     async def translate_opennmt(request: Request):
         job = opennmt_request(parse_body(await _body(request, limits), limits), limits)
         results = await run(job)
-        return [[_opennmt_record(t) for t in results]]
+        return JSONResponse([[_opennmt_record(t) for t in results]])
 
     @app.get("/health")
     async def health():
