@@ -9,13 +9,13 @@ trained for 20 minutes keeping its last 5 checkpoints (a save every 200 updates)
 ensembles: the defaults trained for 20 minutes from seeds 1, 2 and 3; test BLEU of each model
 alone, of the first two and of all three as an ensemble. Models already trained are reused.
 Writes docs/results/{averaging,ensembles}.json and docs/{averaging,ensembles}.md.
+(--minutes, --vocab-size, --data, --runs and --docs make a quick trial run elsewhere.)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 from datetime import UTC, datetime
@@ -23,11 +23,22 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 NMT = REPO / ".venv" / "bin" / "nmt"
-DATA = REPO.parent / "shared" / "data" / "multi30k"
-RUNS = REPO / "runs" / "average-ensemble"
-TEST = {"src": DATA / "test_2016_flickr.de.gz", "ref": DATA / "test_2016_flickr.en.gz"}
-MINUTES = os.environ.get("REPORT_MINUTES", "20")  # of each training (less: a quick trial run)
 CONFIGS = {"reference": REPO / "data" / "configs" / "reference.toml", "default": None}
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add = parser.add_argument
+    add("kind", choices=("averaging", "ensembles"))
+    add("--minutes", type=float, default=20.0, help="training time of each model")
+    add("--vocab-size", type=int, default=8000)
+    add("--data", type=Path, default=REPO.parent / "shared" / "data" / "multi30k")
+    add("--runs", type=Path, default=REPO / "runs" / "average-ensemble")
+    add("--docs", type=Path, default=REPO / "docs")
+    return parser.parse_args()
+
+
+ARGS = argparse.Namespace()  # set by main
 
 
 def run(*args) -> str:
@@ -35,26 +46,29 @@ def run(*args) -> str:
 
 
 def prepared() -> Path:
-    out = RUNS / "data"
+    out, data = ARGS.runs / "data", ARGS.data
     if not (out / "prepare.json").exists():
         splits = {"": "train", "dev-": "val", "test-": "test_2016_flickr"}
         argv = [arg for p, stem in splits.items()
-                for arg in (f"--{p}src", DATA / f"{stem}.de.gz", f"--{p}tgt", DATA / f"{stem}.en.gz")]  # fmt: skip
-        run(NMT, "prepare", *argv, "--src-lang", "de", "--tgt-lang", "en", "--joint", "-o", out, "--force")  # fmt: skip
+                for arg in (f"--{p}src", data / f"{stem}.de.gz", f"--{p}tgt", data / f"{stem}.en.gz")]  # fmt: skip
+        run(NMT, "prepare", *argv, "--src-lang", "de", "--tgt-lang", "en", "--joint",
+            "--vocab-size", ARGS.vocab_size, "-o", out, "--force")  # fmt: skip
     return out
 
 
 def trained(name: str, config: Path | None, *flags) -> Path:
-    out = RUNS / name
+    out = ARGS.runs / name
     if not (out / "model.pt").exists():
         config_args = ["--config", config] if config else []
-        run(NMT, "train", prepared(), "-o", out, *config_args, "--max-time", f"{MINUTES}m", "--force", *flags)  # fmt: skip
+        run(NMT, "train", prepared(), "-o", out, *config_args, "--max-time", f"{ARGS.minutes}m",
+            "--force", *flags)  # fmt: skip
     return out
 
 
 def test_bleu(*models: Path) -> dict:
     models_args = [arg for model in models for arg in ("-m", model)]
-    report = json.loads(run(NMT, "eval", *models_args, "--src", TEST["src"], "--ref", TEST["ref"],
+    test = ARGS.data / "test_2016_flickr"
+    report = json.loads(run(NMT, "eval", *models_args, "--src", f"{test}.de.gz", "--ref", f"{test}.en.gz",
                             "--metrics", "bleu", "--beam", "5", "--json"))  # fmt: skip
     (bleu,) = report["metrics"]
     return {"bleu": round(bleu["score"], 2), "signature": bleu["signature"]}
@@ -66,7 +80,7 @@ def averaging() -> dict:
         model = trained(f"avg-{name}", config, "--keep-checkpoints", "5", "--valid-every", "200")
         row = {"config": name, "best": test_bleu(model)}
         for last in (3, 5):
-            out = RUNS / f"avg-{name}-last{last}"
+            out = ARGS.runs / f"avg-{name}-last{last}"
             run(NMT, "average", model, "--last", last, "-o", out)
             row[f"last{last}"] = test_bleu(out)
         rows.append(row)
@@ -88,7 +102,7 @@ def render(kind: str, results: dict) -> str:
     head = [f"# {kind.capitalize()} on Multi30k de→en", "",
             f"Written by `make {'average' if kind == 'averaging' else 'ensemble'}-report` "
             f"({results['date_utc']}) from docs/results/{kind}.json; test_2016_flickr, beam 5, "
-            "sacreBLEU " + results["signature"] + f". Each training: {MINUTES} minutes on this machine.", ""]  # fmt: skip
+            "sacreBLEU " + results["signature"] + f". Each training: {ARGS.minutes:g} minutes on this machine.", ""]  # fmt: skip
     if kind == "averaging":
         lines = ["| config | best checkpoint | average of last 3 | average of last 5 |",
                  "|---|---:|---:|---:|"]  # fmt: skip
@@ -104,16 +118,16 @@ def render(kind: str, results: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("kind", choices=("averaging", "ensembles"))
-    kind = parser.parse_args().kind
+    ARGS.__dict__.update(vars(parse_args()))
+    kind = ARGS.kind
     results = averaging() if kind == "averaging" else ensembles()
     first = results["rows"][0]["best"] if kind == "averaging" else results["singles"][0]
     results |= {"date_utc": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
                 "signature": first["signature"]}  # fmt: skip
-    out = REPO / "docs" / "results" / f"{kind}.json"
+    (ARGS.docs / "results").mkdir(parents=True, exist_ok=True)
+    out = ARGS.docs / "results" / f"{kind}.json"
     out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-    (REPO / "docs" / f"{kind}.md").write_text(render(kind, results), encoding="utf-8")
+    (ARGS.docs / f"{kind}.md").write_text(render(kind, results), encoding="utf-8")
 
 
 if __name__ == "__main__":
