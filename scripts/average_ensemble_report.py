@@ -42,7 +42,11 @@ ARGS = argparse.Namespace()  # set by main
 
 
 def run(*args) -> str:
-    return subprocess.run([str(a) for a in args], check=True, capture_output=True, text=True).stdout
+    done = subprocess.run([str(a) for a in args], capture_output=True, text=True)
+    if done.returncode:
+        tail = done.stderr.strip().splitlines()[-1:] or ["(no message)"]
+        raise SystemExit(f"{' '.join(map(str, args[:2]))} failed ({done.returncode}): {tail[0]}")
+    return done.stdout
 
 
 def prepared() -> Path:
