@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 TORCH_CPU := torch==2.13.0
 DEMO_DIR := runs/demo
 
-.PHONY: install demo test test-all lint bench bench-quality bench-translate bench-prepare reproduce align-report align-grid clean
+.PHONY: install demo test test-all lint bench bench-quality bench-translate bench-prepare bench-serve reproduce align-report align-grid average-report ensemble-report clean
 
 install: $(STAMP)
 
@@ -15,10 +15,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	# Take the CPU build of torch when none is present; leave an existing torch alone.
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q $(TORCH_CPU)
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -e ".[dev,serve]"
 	# eflomal, guided alignment's teacher, is compiled here; without a compiler nmt still works
 	# (guided training then needs --alignments FILE), so a failed build only warns.
-	$(PY) -m pip install -q -e ".[dev,align]" || echo "warning: eflomal did not build, so \
+	$(PY) -m pip install -q -e ".[dev,serve,align]" || echo "warning: eflomal did not build, so \
 	guided alignment has no teacher: install a C compiler and run \`make install\` again, \
 	or give nmt train --alignments FILE from another aligner" >&2
 	touch $(STAMP)
@@ -83,3 +83,19 @@ bench-translate: install
 # 12 min on 2 cores); bench/prepare.json, from which bench/PREPARE.md is written.
 bench-prepare: install
 	$(PY) bench/prepare_bench.py $(BENCH_ARGS)
+
+# nmt serve at 1, 8 and 32 concurrent clients (sentences/s, p50/p95 latency) beside batched
+# translation (batch 64) of the same sentences, 3 interleaved rounds (about 2 min per model);
+# bench/SERVE.md and bench/serve.json. BENCH_ARGS="--model DIR" for other models (default:
+# runs/demo/model, and runs/m30k-ref when present).
+bench-serve: install
+	$(PY) bench/serve_bench.py $(BENCH_ARGS)
+
+# Test BLEU on Multi30k of checkpoint averaging (best vs the mean of the last 3 and 5, reference
+# and default configs, 20 min of training each: about 45 min) and of ensembles (1, 2, 3 models
+# from different seeds: about 65 min); docs/averaging.md, docs/ensembles.md (+ docs/results/).
+average-report: install
+	$(PY) scripts/average_ensemble_report.py averaging
+
+ensemble-report: install
+	$(PY) scripts/average_ensemble_report.py ensembles

@@ -8,6 +8,8 @@ A model directory holds:
   shortlist.npz        the lexical shortlist of `translate --shortlist` (nmt_cli.shortlist)
   train.jsonl          one JSON object per progress report and validation
   checkpoints/last.pt  everything needed to resume (optimizer, schedule, step, RNG, data position)
+  checkpoints/step-N.pt the weights at update N, the last `train --keep-checkpoints` saves
+                       (same layout as model.pt), which `nmt average` averages
 
 Every file is written to a temporary sibling, fsynced and renamed, so a kill at any moment
 leaves the previous version intact. Loading uses torch's weights-only unpickler: a file that
@@ -43,6 +45,7 @@ FORMAT = "nmt-checkpoint"
 VERSION = 1
 MODEL_FILE = "model.pt"
 LAST_FILE = "checkpoints/last.pt"
+KEPT_PATTERN = "checkpoints/step-*.pt"  # kept checkpoints, named by update: step-00001200.pt
 CONFIG_FILE = "config.json"
 META_FILE = "meta.json"
 SRC_SPM = "src.model"
@@ -279,13 +282,31 @@ def save_best(model_dir: Path, config: dict, weights: dict, meta: dict[str, Any]
     write_json(model_dir / META_FILE, meta)
 
 
-def save_resume(model_dir: Path, state: dict[str, Any]) -> None:
+def save_resume(model_dir: Path, state: dict[str, Any], keep: int = 0) -> None:
     """The resume checkpoint: `state` (config, weights, optimizer, progress, scaler, data
-    fingerprint) with the random generators' states added."""
+    fingerprint) with the random generators' states added; with `keep`, also the weights as a
+    kept checkpoint, of which the last `keep` stay (see `save_kept`)."""
     rng = {"torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         rng["cuda"] = torch.cuda.get_rng_state_all()
     save(model_dir / LAST_FILE, {**state, "rng": rng})
+    if keep:
+        step = state["progress"]["step"]
+        weights = {"config": state["config"], "weights": state["weights"], "meta": {"step": step}}
+        save_kept(model_dir, step, weights, keep)
+
+
+def save_kept(model_dir: Path, step: int, payload: dict[str, Any], keep: int) -> None:
+    """Write the checkpoint of update `step`, then remove all but the last `keep`: the new one
+    is in place (atomic rename) before any older one goes."""
+    save(model_dir / KEPT_PATTERN.replace("*", f"{step:08d}"), payload)
+    for old in kept_checkpoints(model_dir)[:-keep]:
+        old.unlink(missing_ok=True)
+
+
+def kept_checkpoints(model_dir: Path) -> list[Path]:
+    """The kept checkpoints of a model directory, oldest first (by update)."""
+    return sorted(Path(model_dir).glob(KEPT_PATTERN))
 
 
 def load_resume(
@@ -324,8 +345,11 @@ def copy_tokenizers(src_spm: Path, tgt_spm: Path, model_dir: Path) -> None:
 
 def remove_training_files(model_dir: Path) -> None:
     """Delete a previous run's weights, checkpoint, metadata and log (`train --force`)."""
-    for name in (MODEL_FILE, LAST_FILE, META_FILE, LOG_FILE):
-        (model_dir / name).unlink(missing_ok=True)
+    for path in (
+        *(model_dir / n for n in (MODEL_FILE, LAST_FILE, META_FILE, LOG_FILE)),
+        *kept_checkpoints(model_dir),
+    ):
+        path.unlink(missing_ok=True)
 
 
 def check_trained_on(model_dir: Path, fingerprint: str, data: Path) -> None:

@@ -16,7 +16,13 @@ import torch
 from nmt_cli.batching import collate
 from nmt_cli.errors import ConfigError
 from nmt_cli.model.seq2seq import OutputLayer, Seq2Seq
-from nmt_cli.search import Hypothesis, beam_search, check_beam_options, greedy_search
+from nmt_cli.search import (
+    Hypothesis,
+    beam_search,
+    check_beam_options,
+    greedy_search,
+    mean_step,
+)
 from nmt_cli.shortlist import Shortlist
 from nmt_cli.specials import BOS_ID, EOS_ID
 
@@ -61,11 +67,14 @@ def decode_ids(
     shortlist: Shortlist | None = None,
     with_attention: bool = True,
     output: OutputLayer | None = None,
+    partners: Sequence[tuple[Seq2Seq, Sequence[np.ndarray]]] = (),
 ) -> list[list[Hypothesis]]:
     """n-best lists for source id sequences, batched longest first, returned in input order;
     with a `shortlist`, each sentence is scored over its own lexical shortlist only (through
     `output`, the model's output layer unpacked once); without `with_attention`, hypotheses
-    carry no attention (less work per step)."""
+    carry no attention (less work per step). `partners` make an ensemble: more models (same
+    target vocabulary) with the same sentences in their own source ids, searched over the mean
+    of all models' log-probs; lengths, limits and attention are those of `model`."""
     options = options or SearchOptions(beam_size=1)
     model.eval()
     order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
@@ -73,7 +82,10 @@ def decode_ids(
     for start in range(0, len(order), options.batch_size):
         rows = order[start : start + options.batch_size]
         batch = [sources[i] for i in rows]
-        nbests = _search_batch(model, batch, device, options, shortlist, with_attention, output)
+        others = [(other, [own[i] for i in rows]) for other, own in partners]
+        nbests = _search_batch(
+            model, batch, device, options, shortlist, with_attention, output, others
+        )
         for row, nbest in zip(rows, nbests, strict=True):
             results[row] = nbest
     return results
@@ -99,14 +111,19 @@ def _search_batch(
     shortlist: Shortlist | None,
     with_attention: bool,
     output: OutputLayer | None,
+    partners: Sequence[tuple[Seq2Seq, Sequence[np.ndarray]]],
 ) -> list[list[Hypothesis]]:
-    batch = collate(sources, [np.empty(0, dtype=np.int64)] * len(sources))
-    src, lengths = batch.src.to(device), batch.src_lengths.to(device)
+    src, lengths = _collated(sources, device)
     state = model.encode(src, lengths)
     max_lengths = (lengths.float() * options.max_len_ratio + options.max_len_extra).long()
     if options.max_len:  # one fixed limit, as the peers' max_length (bench/ compares at it)
         max_lengths = torch.full_like(lengths, options.max_len)
-    step, bos, eos, ids = model.step_log_probs, BOS_ID, EOS_ID, None
+    step, reorder, bos, eos, ids = model.step_log_probs, model.reorder, BOS_ID, EOS_ID, None
+    if partners:  # an ensemble: each model encodes the sentences in its own source ids
+        assert shortlist is None, "an ensemble has no shortlist"
+        models = [model, *(other for other, _ in partners)]
+        state = (state, *(other.encode(*_collated(own, device)) for other, own in partners))
+        step, reorder = mean_step([m.step_log_probs for m in models], [m.reorder for m in models])
     if shortlist is not None:  # the search runs over columns of `ids`
         ids, allowed = _shortlist_columns(shortlist, sources)
         output = output or OutputLayer.of(model.generator)
@@ -115,12 +132,12 @@ def _search_batch(
     if not with_attention:  # the search then keeps no attention trail (copied at every step)
         step = _without_attention(step)
     if options.beam_size == 1:
-        best = greedy_search(step, model.reorder, state, len(sources), bos, eos, max_lengths)
+        best = greedy_search(step, reorder, state, len(sources), bos, eos, max_lengths)
         nbests = [[h] for h in best]
     else:
         nbests = beam_search(
             step,
-            model.reorder,
+            reorder,
             state,
             len(sources),
             bos,
@@ -134,6 +151,12 @@ def _search_batch(
     if ids is None:
         return nbests
     return [[replace(h, tokens=ids[h.tokens].tolist()) for h in nbest] for nbest in nbests]
+
+
+def _collated(sources: Sequence[np.ndarray], device: torch.device):
+    """Padded source ids (B, S) and their lengths (B,) on `device`."""
+    batch = collate(sources, [np.empty(0, dtype=np.int64)] * len(sources))
+    return batch.src.to(device), batch.src_lengths.to(device)
 
 
 def _without_attention(step):

@@ -27,7 +27,7 @@ Conventions shared by both searches:
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -186,6 +186,21 @@ class _Beam:
             self.bar[keep],
             self.top_ended[keep],
         )
+
+
+def mean_step(steps: Sequence[StepFn], reorders: Sequence[ReorderFn]) -> tuple[StepFn, ReorderFn]:
+    """An ensemble as one step function: the mean of the models' log-probs at every step, the
+    first model's attention; its state is the tuple of theirs (each model's own source)."""
+
+    def step(prev: torch.Tensor, states: tuple) -> tuple[torch.Tensor, tuple, torch.Tensor | None]:
+        outputs = [own(prev, state) for own, state in zip(steps, states, strict=True)]
+        total = sum((out[0] for out in outputs[1:]), outputs[0][0])  # a + a = 2a exactly
+        return total / len(outputs), tuple(out[1] for out in outputs), outputs[0][2]
+
+    def reorder(states: tuple, index: torch.Tensor) -> tuple:
+        return tuple(own(state, index) for own, state in zip(reorders, states, strict=True))
+
+    return step, reorder
 
 
 def check_beam_options(beam_size: int, nbest: int) -> None:

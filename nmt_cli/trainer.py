@@ -408,7 +408,7 @@ class Trainer:
             "scaler": self.scaler.state_dict() if self.scaler else None,
             "data_fingerprint": self.data.fingerprint,
         }
-        checkpoint.save_resume(self.model_dir, state)
+        checkpoint.save_resume(self.model_dir, state, self.config.train.keep_checkpoints)
 
     def resume(self) -> Progress:
         """Restore model, optimizer, schedule, step, data position, RNG and early-stopping state."""

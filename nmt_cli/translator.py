@@ -1,13 +1,14 @@
 """Translation with a trained model: the front door over loading, search and detokenisation.
 
-`Translator` wraps a model directory (`checkpoint.load_model`) and turns lines of text into
-`Translation`s, streaming chunk by chunk; the search over token ids is `decoding.decode_ids`.
+`Translator` wraps a model directory (`checkpoint.load_model`), or several as an ensemble,
+and turns lines of text into `Translation`s, streaming chunk by chunk; the search over token
+ids is `decoding.decode_ids`.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,7 +20,7 @@ from nmt_cli import checkpoint, decoding
 from nmt_cli.batching import collate
 from nmt_cli.config import Config
 from nmt_cli.decoding import SearchOptions, pieces_text
-from nmt_cli.errors import ConfigError
+from nmt_cli.errors import ArtifactError, ConfigError
 from nmt_cli.model.seq2seq import OutputLayer, Seq2Seq
 from nmt_cli.search import Hypothesis
 from nmt_cli.shortlist import Shortlist
@@ -62,6 +63,7 @@ class Translator:
     model_dir: Path
     shortlist: Shortlist | None = None  # see `load(shortlist=True)`
     output: OutputLayer | None = None  # the output layer the shortlist restricts
+    partners: list[Translator] = field(default_factory=list)  # the rest of an ensemble
 
     @property
     def max_source_pieces(self) -> int:
@@ -75,8 +77,16 @@ class Translator:
         quantize: bool = False,
         threads: int = 0,
         shortlist: bool = False,
+        partners: Sequence[Path] = (),
     ) -> Translator:
+        """Load a model directory; with `partners`, an ensemble of it and those (same target
+        vocabulary), each reading the source with its own tokenizer."""
         from nmt_cli.data.tokenizer import Tokenizer  # sentencepiece: imported when used
+
+        if partners and shortlist:
+            raise ConfigError(
+                "--shortlist works with one model only: drop --shortlist or give one -m"
+            )
 
         loaded = checkpoint.load_model(model_dir, device, quantize=quantize, threads=threads)
         model_dir, config = loaded.model_dir, loaded.config
@@ -89,6 +99,9 @@ class Translator:
                 config.model.src_vocab_size, config.model.tgt_vocab_size, path
             )
             translator.output = OutputLayer.of(loaded.model.generator)
+        for other in partners:
+            _check_same_target(model_dir, Path(other))
+            translator.partners.append(cls.load(other, device, quantize, threads))
         return translator
 
     def translate_lines(
@@ -113,26 +126,31 @@ class Translator:
         with_attention: bool = False,
     ) -> list[Translation]:
         encoded = [self._encode_source(line) for line in lines]
+        own = [[p._encode_source(line)[0] for line in lines] for p in self.partners]
         # A source repeated within the chunk is decoded once: the search does not depend on
         # the batch it runs in, so every copy gets the same translation.
-        slot: dict[bytes, int] = {}
-        unique: list[np.ndarray] = []
+        slot: dict[tuple[bytes, ...], int] = {}
+        unique: list[int] = []  # the first line of each distinct source
         todo: list[tuple[int, int]] = []
         for i, (ids, _) in enumerate(encoded):
             if len(ids):
-                key = ids.tobytes()
+                key = (ids.tobytes(), *(ids_of[i].tobytes() for ids_of in own))
                 if key not in slot:
                     slot[key] = len(unique)
-                    unique.append(ids)
+                    unique.append(i)
                 todo.append((i, slot[key]))
         nbests = decoding.decode_ids(
             self.model,
-            unique,
+            [encoded[i][0] for i in unique],
             self.device,
             options,
             shortlist=self.shortlist,
             with_attention=with_attention or replace_unk,
             output=self.output,
+            partners=[
+                (p.model, [ids_of[i] for i in unique])
+                for p, ids_of in zip(self.partners, own, strict=True)
+            ],
         )
         results = [
             Translation(source=line, text="", truncated=encoded[i][1])
@@ -263,3 +281,14 @@ class Translator:
             rows.append(weights[0].float().cpu())
         attention = torch.stack(rows).numpy()[:, : len(src_ids)]
         return (*self._piece_names(src_ids, tgt_ids), attention)
+
+
+def _check_same_target(first: Path, other: Path) -> None:
+    """Refuse an ensemble member whose target vocabulary (SentencePiece file) is not the first's."""
+    checkpoint.check_model_dir(other)
+    mine, theirs = first / checkpoint.TGT_SPM, other / checkpoint.TGT_SPM
+    if theirs.read_bytes() != mine.read_bytes():
+        raise ArtifactError(
+            f"{theirs} differs from {mine}: an ensemble needs models with the same target "
+            "vocabulary (trained on one data directory)"
+        )

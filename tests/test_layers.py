@@ -1,4 +1,4 @@
-"""The import direction of the package: cli/render → front doors → checkpoint → ground floor.
+"""The import direction of the package: cli/render/serve → front doors → checkpoint → ground floor.
 
 Read from the source (every import, including those inside functions), so a lazy import that
 climbs back up a floor, or closes a cycle, fails here.
@@ -14,15 +14,16 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "nmt_cli"
 
 # Floors, lowest first; a module may import from its own floor or below, never above.
-FRONT_DOORS = {"translator", "trainer", "aligner", "training_run"}
+FRONT_DOORS = {"translator", "trainer", "aligner", "training_run", "averaging"}
 MIDDLE = {"checkpoint", "decoding", "loss", "validation"}
 TERMINAL = ("cli", "render")  # the only packages that know about the terminal
 TERMINAL_LIBRARIES = {"typer", "rich", "click", "argparse"}
+INTERFACES = (*TERMINAL, "serve")  # the terminal's packages and the HTTP service (`nmt serve`)
 
 
 def _floor(module: str) -> int:
     top = module.split(".")[1] if "." in module else ""
-    if top in TERMINAL or top == "__main__":
+    if top in INTERFACES or top == "__main__":
         return 3
     if top in FRONT_DOORS:
         return 2

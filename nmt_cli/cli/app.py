@@ -10,7 +10,7 @@ import typer
 import typer.core
 
 from nmt_cli import __version__
-from nmt_cli.cli import align, evaluate, prepare, shortlist, train, translate
+from nmt_cli.cli import align, average, evaluate, prepare, serve, shortlist, train, translate
 
 
 class _HelpAsWritten:
@@ -71,6 +71,8 @@ app.command("translate", cls=_Command)(translate.translate)
 app.command("eval", cls=_Command)(evaluate.evaluate)
 app.command("align", cls=_Command)(align.align)
 app.command("shortlist", cls=_Command)(shortlist.shortlist)
+app.command("average", cls=_Command)(average.average)
+app.command("serve", cls=_Command)(serve.serve)
 
 
 def main() -> None:

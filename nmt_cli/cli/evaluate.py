@@ -25,8 +25,10 @@ def evaluate(
     src: Path | None = given(
         "--src", "Source sentences: what -m translates and --by-length measures.", "FILE"
     ),
-    model: Path | None = model_option(
-        None, help="Translate --src with this model directory (from `nmt train`), then score."
+    model: list[Path] | None = model_option(
+        None,
+        help="Translate --src with this model directory (from `nmt train`), then score.",
+        repeat=True,
     ),
     metrics: str = option(
         "bleu,chrf,ter", "Comma-separated: bleu, chrf, chrf++, ter.", "--metrics"
@@ -55,6 +57,7 @@ def evaluate(
 
     refs_paths = list(ref or [])
     with_length = by_length or plot is not None
+    model = model or None  # an empty list: no -m
     _check_sources(hyp, model, refs_paths, src, with_length)
     _check_model_options(model, save_hyp)
     metric_names, bounds = _parse_metrics(metrics), _parse_buckets(buckets)
@@ -68,9 +71,9 @@ def evaluate(
         from nmt_cli.translator import SearchOptions, Translator
 
         search = SearchOptions(beam_size=beam, batch_size=batch_size).check()
-        translator = Translator.load(model, device="auto")
+        translator = Translator.load(model[0], device="auto", partners=model[1:])
         hyps = _translate(translator, texts["src"], search, save_hyp)
-        name_a = str(save_hyp or f"{model} on {src}")
+        name_a = str(save_hyp or f"{' + '.join(map(str, model))} on {src}")
     sources = texts["src"] if with_length else None
     report = evaluate_corpus(hyps, texts["refs"], metric_names, sources, bounds, texts["compare"])
     files = {"hyp": name_a, "refs": [str(p) for p in refs_paths], "src": _name(src)}
@@ -82,7 +85,11 @@ def _name(path: Path | None) -> str | None:
 
 
 def _check_sources(
-    hyp: Path | None, model: Path | None, refs: list[Path], src: Path | None, with_length: bool
+    hyp: Path | None,
+    model: list[Path] | None,
+    refs: list[Path],
+    src: Path | None,
+    with_length: bool,
 ) -> None:
     """Raise ConfigError when the options do not say what to score against what."""
     from nmt_cli.errors import ConfigError
@@ -100,7 +107,7 @@ def _check_sources(
         raise ConfigError("--by-length and --plot measure source sentences: add --src FILE")
 
 
-def _check_model_options(model: Path | None, save_hyp: Path | None) -> None:
+def _check_model_options(model: list[Path] | None, save_hyp: Path | None) -> None:
     """Raise an NmtError for translation options that cannot work, before any work is done."""
     from nmt_cli.errors import ConfigError, InputError
 

@@ -51,6 +51,9 @@ def train(
     log_every: int | None = _train(None, "Report progress every N updates."),
     patience: int | None = _train(None, "Early stopping after N validations without gain."),
     seed: int | None = _train(None, "Random seed."),
+    keep_checkpoints: int | None = _train(
+        None, "Also keep the weights of the last N checkpoints, for `nmt average` (0: none)."
+    ),
     guided_alignment: float | None = _train(
         None,
         "Weight of the guided-alignment loss, which trains the attention towards word links "

@@ -22,7 +22,7 @@ _search, _output = in_panel(_SEARCH), in_panel("Output")
 
 @command_boundary
 def translate(
-    model: Path = model_option(),
+    model: list[Path] = model_option(repeat=True),
     input: Path | None = option(None, "Input file (plain or .gz); default stdin.", "--input", "-i"),
     beam: int = beam_option(_SEARCH),
     batch_size: int = batch_size_option(_SEARCH),
@@ -74,8 +74,9 @@ def translate(
     ).check()
     check_on_invalid(on_invalid)
     check_device_options(device, threads)
+    first, *partners = model
     translator = Translator.load(
-        model, device=device, quantize=quantize, threads=threads, shortlist=shortlist
+        first, device, quantize, threads, shortlist=shortlist, partners=partners
     )
     if input is None and sys.stdin.isatty():
         _prompt_loop(translator, options)

@@ -195,6 +195,11 @@ def _colour(weight: float) -> Color:
     return Color.from_triplet(blend_rgb(SCALE[low], SCALE[low + 1], position - low))
 
 
+def colour_scale(steps: int = 101) -> list[str]:
+    """The scale's colours for weights 0, 1/(steps-1), …, 1 as "#rrggbb" (the page of `nmt serve`)."""
+    return [_colour(i / (steps - 1)).triplet.hex for i in range(steps)]
+
+
 def _fit(word: str, width: int, align_right: bool = True, pad: bool = True) -> str:
     """The word in exactly `width` cells (or at most, without `pad`), "…" marking a cut."""
     if cell_len(word) > width:

@@ -29,7 +29,12 @@ def as_nbest(index: int, translation) -> str:
 
 
 def as_json(translation) -> str:
-    record = {
+    return json.dumps(as_record(translation), ensure_ascii=False)
+
+
+def as_record(translation) -> dict:
+    """The JSON object of a translation (`translate --json`, `nmt serve`'s /translate)."""
+    return {
         "source": translation.source,
         "translation": translation.text,
         "score": round(float(translation.score), 4),
@@ -44,4 +49,3 @@ def as_json(translation) -> str:
         ],
         "truncated": translation.truncated,
     }
-    return json.dumps(record, ensure_ascii=False)

@@ -1,0 +1,84 @@
+"""Checkpoint averaging: the element-wise mean of the last checkpoints a training run kept.
+
+`train --keep-checkpoints N` keeps the weights of its last N saves (`checkpoint.kept_checkpoints`);
+their mean is often a little better than any one of them, for the price of a file copy.
+The result is a model directory like the one `nmt train` writes, so every command takes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from nmt_cli import atomic, checkpoint
+from nmt_cli.errors import ArtifactError, ConfigError
+
+
+@dataclass(frozen=True)
+class Averaged:
+    """What `average_checkpoints` wrote: the output directory and the checkpoints averaged."""
+
+    out_dir: Path
+    sources: list[Path]
+
+
+def average_checkpoints(model_dir: Path, last: int, out_dir: Path) -> Averaged:
+    """Average the weights of `model_dir`'s last `last` kept checkpoints into `out_dir`."""
+    model_dir, out_dir = Path(model_dir), Path(out_dir)
+    checkpoint.check_model_dir(model_dir)
+    if last < 1:
+        raise ConfigError(f"--last must be at least 1, got {last}")
+    if out_dir.resolve() == model_dir.resolve():
+        raise ConfigError(f"-o {out_dir} is the model directory itself: give a new directory")
+    kept = checkpoint.kept_checkpoints(model_dir)
+    if len(kept) < last:
+        raise ArtifactError(
+            f"{model_dir} keeps {len(kept)} checkpoint{'s' * (len(kept) != 1)}, fewer than "
+            f"--last {last}: train it with --keep-checkpoints {last} (or more) to keep them"
+        )
+    sources = kept[-last:]
+    payloads = [checkpoint.load(path) for path in sources]
+    weights = mean_weights([p["weights"] for p in payloads], sources)
+    config = payloads[-1]["config"]
+    checkpoint.build_model({"config": config, "weights": weights}, sources[-1])  # fits its config
+    meta_file = model_dir / checkpoint.META_FILE
+    meta = checkpoint.read_json(meta_file) if meta_file.is_file() else {}
+    meta["averaged"] = [path.name for path in sources]
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise atomic.write_error(out_dir, exc) from exc
+    checkpoint.write_json(out_dir / checkpoint.CONFIG_FILE, config)
+    for name in (checkpoint.SRC_SPM, checkpoint.TGT_SPM, checkpoint.SHORTLIST_FILE):
+        if (model_dir / name).is_file():
+            atomic.write_bytes(out_dir / name, (model_dir / name).read_bytes())
+    checkpoint.save_best(out_dir, config, weights, meta)  # last: until then no model.pt
+    return Averaged(out_dir, sources)
+
+
+def mean_weights(states: list[dict[str, torch.Tensor]], paths: list[Path]) -> dict:
+    """The element-wise mean of state dicts of one architecture (summed in float64, so the mean
+    of identical weights is those weights exactly); weights tied in the first stay tied."""
+    first = states[0]
+    for path, state in zip(paths[1:], states[1:], strict=True):
+        for name in sorted(set(first) | set(state)):
+            shapes = [tuple(s[name].shape) if name in s else None for s in (first, state)]
+            if shapes[0] != shapes[1]:
+                raise ArtifactError(
+                    f"{path}: {name} has shape {shapes[1]} but {paths[0]} has {shapes[0]}; "
+                    "average checkpoints of one architecture (one training run)"
+                )
+    means: dict[tuple, torch.Tensor] = {}  # by storage: a tied weight is averaged once
+    averaged = {}
+    for name, tensor in first.items():
+        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tensor.shape)
+        if key not in means:
+            if tensor.is_floating_point():
+                total = sum(state[name].double() for state in states)
+                means[key] = (total / len(states)).to(tensor.dtype)
+            else:  # counters and the like: the latest value
+                means[key] = states[-1][name]
+        averaged[name] = means[key]
+    return averaged

@@ -1,0 +1,120 @@
+"""`nmt serve -m MODEL_DIR`: translation over HTTP (FastAPI + uvicorn), batched across requests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from nmt_cli.cli.boundary import command_boundary
+from nmt_cli.cli.options import (
+    beam_option,
+    check_device_options,
+    device_option,
+    in_panel,
+    model_option,
+    threads_option,
+)
+
+_limit = in_panel("Limits and batching")
+
+
+@command_boundary
+def serve(
+    model: list[Path] = model_option(repeat=True),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+    port: int = typer.Option(5000, "--port", help="Port to listen on."),
+    beam: int = beam_option(help="Beam size of requests that name none (and of OpenNMT-py's)."),
+    max_lines: int = _limit(64, "Lines per request at most (more: 413).", "--max-lines"),
+    max_chars: int = _limit(10_000, "Characters per request at most (more: 413).", "--max-chars"),
+    max_beam: int = _limit(16, "Largest beam a request may ask for.", "--max-beam"),
+    max_batch: int = _limit(64, "Lines translated together at most.", "--max-batch"),
+    window_ms: float = _limit(
+        5.0, "Milliseconds to wait for more requests to batch with the first.", "--window-ms"
+    ),
+    quantize: bool = typer.Option(False, "--quantize", help="int8 dynamic quantization (CPU)."),
+    threads: int = threads_option(),
+    device: str = device_option(),
+) -> None:
+    """Serve translations over HTTP: POST /translate, OpenNMT-py's POST /translator/translate, a page at /."""
+    import os
+
+    # Before torch starts OpenMP: its idle threads then sleep instead of spinning, leaving the
+    # cores to the event loop and to clients on the same machine between the search's steps.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    from nmt_cli.cli.boundary import stderr_console
+    from nmt_cli.errors import ConfigError
+
+    try:
+        import uvicorn
+
+        from nmt_cli.serve.app import create_app
+    except ImportError as exc:
+        raise ConfigError(
+            f"nmt serve needs FastAPI and uvicorn ({exc.name} is missing): "
+            "pip install 'nmt-cli[serve]'"
+        ) from None
+    from nmt_cli.serve.requests import Limits
+    from nmt_cli.translator import Translator
+
+    _check_serve_options(beam, max_beam, max_lines, max_chars, max_batch, window_ms)
+    check_device_options(device, threads)
+    _check_free(host, port)
+    first, *partners = model
+    translator = Translator.load(first, device, quantize, threads, partners=partners)
+    limits = Limits(max_lines=max_lines, max_chars=max_chars, max_beam=max_beam, beam=beam)
+    app = create_app(translator, limits, window_ms / 1000, max_batch)
+    stderr_console().print(
+        f"nmt: serving {' + '.join(map(str, model))} on http://{host}:{port}/ (Ctrl-C to stop)",
+        markup=False,
+    )
+    _serve_until_signalled(lambda: uvicorn.run(app, host=host, port=port, log_level="warning"))
+    stderr_console().print("nmt: stopped, every request answered", markup=False)
+
+
+def _serve_until_signalled(run) -> None:
+    """Run the server; SIGINT and SIGTERM make it drain (no new connections, requests in
+    flight answered) and return, so the command exits 0.
+
+    uvicorn handles both signals while it runs and afterwards raises them again for the
+    handlers that were there before it: those are set here to do nothing more.
+    """
+    import signal
+
+    previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        run()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _check_serve_options(beam, max_beam, max_lines, max_chars, max_batch, window_ms) -> None:
+    from nmt_cli.errors import ConfigError
+
+    if not 1 <= beam <= max_beam:
+        raise ConfigError(f"--beam must be from 1 to --max-beam ({max_beam}), got {beam}")
+    for name, value in (
+        ("--max-lines", max_lines),
+        ("--max-chars", max_chars),
+        ("--max-batch", max_batch),
+    ):
+        if value < 1:
+            raise ConfigError(f"{name} must be at least 1, got {value}")
+    if not 0 <= window_ms <= 1000:
+        raise ConfigError(f"--window-ms must be from 0 to 1000, got {window_ms}")
+
+
+def _check_free(host: str, port: int) -> None:
+    """Refuse an address that cannot be listened on before the model is loaded."""
+    import socket
+
+    from nmt_cli.errors import ConfigError
+
+    try:
+        with socket.create_server((host, port)):
+            pass
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot listen on {host}:{port} ({exc.strerror}): pick another --port or --host"
+        ) from None

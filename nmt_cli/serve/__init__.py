@@ -1,0 +1,1 @@
+"""`nmt serve`'s library: request checks, the batching worker and the HTTP application."""

@@ -1,0 +1,132 @@
+"""What a request to `nmt serve` may ask, checked before any work: one clear error otherwise.
+
+Both APIs become a `TranslateRequest`; anything else raises `RequestError`, which the service
+answers with its HTTP status and a one-line JSON error.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from nmt_cli.errors import InputError
+
+TRANSLATE_EXAMPLE = '{"q": "a sentence" or ["one", "two"], "beam": 5, "align": false}'
+OPENNMT_EXAMPLE = '[{"src": "a sentence", "id": 100}]'
+
+
+class RequestError(InputError):
+    """A request the service refuses; `status` is its HTTP status (400, 413 or 422)."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may ask, so that no request can starve the others."""
+
+    max_lines: int = 64  # lines per request
+    max_chars: int = 10_000  # characters per request, all its lines together
+    max_beam: int = 16  # largest beam a request may ask for
+    beam: int = 5  # the beam of a request that names none (and of every OpenNMT-py request)
+
+    @property
+    def max_body_bytes(self) -> int:
+        """The largest request body read: the characters in UTF-8 plus room for the JSON."""
+        return 4 * self.max_chars + 64 * self.max_lines + 1024
+
+
+@dataclass(frozen=True)
+class TranslateRequest:
+    """Lines to translate, with the beam size and whether to return alignments."""
+
+    lines: list[str]
+    beam: int
+    align: bool
+
+
+def check_size(size: int, limits: Limits) -> None:
+    """Refuse a body of `size` bytes that is larger than any acceptable request."""
+    if size > limits.max_body_bytes:
+        raise RequestError(
+            f"the request body has {size:,} bytes, more than this server reads "
+            f"({limits.max_body_bytes:,}): send fewer or shorter lines",
+            413,
+        )
+
+
+def parse_body(body: bytes, limits: Limits) -> Any:
+    """The JSON value of a request body (RequestError when too large, not UTF-8, not JSON)."""
+    check_size(len(body), limits)
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RequestError(
+            f"the request body is not valid UTF-8 (byte {exc.start}): send UTF-8 JSON"
+        ) from None
+    if not text.strip():
+        raise RequestError(f"the request body is empty: send JSON such as {TRANSLATE_EXAMPLE}")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RequestError(
+            f"the request body is not valid JSON ({exc.msg} at line {exc.lineno} column "
+            f"{exc.colno})"
+        ) from None
+
+
+def translate_request(data: Any, limits: Limits) -> TranslateRequest:
+    """A request of the native API: {"q": text or [texts], "beam": int, "align": bool}."""
+    if not isinstance(data, dict):
+        raise RequestError(f"expected a JSON object such as {TRANSLATE_EXAMPLE}", 422)
+    unknown = sorted(set(data) - {"q", "beam", "align"})
+    if unknown:
+        raise RequestError(f"unknown key {unknown[0]!r}: valid keys are q, beam and align", 422)
+    if "q" not in data:
+        raise RequestError(f'no "q" (the text to translate): send {TRANSLATE_EXAMPLE}', 422)
+    lines = [data["q"]] if isinstance(data["q"], str) else data["q"]
+    if not isinstance(lines, list) or not all(isinstance(line, str) for line in lines):
+        raise RequestError('"q" must be a string or a list of strings', 422)
+    beam, align = data.get("beam", limits.beam), data.get("align", False)
+    if not isinstance(beam, int) or isinstance(beam, bool) or not 1 <= beam <= limits.max_beam:
+        raise RequestError(f'"beam" must be a whole number from 1 to {limits.max_beam}', 422)
+    if not isinstance(align, bool):
+        raise RequestError('"align" must be true or false', 422)
+    return TranslateRequest(_checked_lines(lines, limits), beam, align)
+
+
+def opennmt_request(data: Any, limits: Limits) -> TranslateRequest:
+    """A request of OpenNMT-py's REST API: [{"src": text, "id": model id}, …]."""
+    if not isinstance(data, list) or not all(
+        isinstance(item, dict) and isinstance(item.get("src"), str) for item in data
+    ):
+        raise RequestError(
+            f'expected a JSON list of {{"src": text}} objects: {OPENNMT_EXAMPLE}', 422
+        )
+    if any(not isinstance(item.get("id", 0), int) for item in data):
+        raise RequestError('"id" must be a whole number (the model id; any id is this model)', 422)
+    return TranslateRequest(
+        _checked_lines([item["src"] for item in data], limits), limits.beam, True
+    )
+
+
+def _checked_lines(lines: list[str], limits: Limits) -> list[str]:
+    if not any(line.strip() for line in lines):
+        raise RequestError("nothing to translate: every line is empty", 422)
+    if len(lines) > limits.max_lines:
+        raise RequestError(
+            f"{len(lines)} lines in one request, more than this server's limit of "
+            f"{limits.max_lines}: split the request",
+            413,
+        )
+    chars = sum(len(line) for line in lines)
+    if chars > limits.max_chars:
+        raise RequestError(
+            f"{chars:,} characters in one request, more than this server's limit of "
+            f"{limits.max_chars:,}: split the request",
+            413,
+        )
+    return lines

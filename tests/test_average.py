@@ -1,0 +1,90 @@
+"""`train --keep-checkpoints` and `nmt average`: the mean of the last checkpoints, as a model."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+from cli_runner import invoke
+
+from nmt_cli import checkpoint
+
+LINES = "apple river\ngreen bird sun\nquick small house\n"
+
+
+@pytest.fixture(scope="module")
+def kept_model_dir(toy_data_dir, tmp_path_factory):
+    """A toy model that kept its last 2 checkpoints of saves at updates 15, 30 and 45."""
+    out = tmp_path_factory.mktemp("kept") / "model"
+    args = ["--emb-size", "32", "--hidden-size", "32", "--batch-tokens", "400", "--lr", "0.01"]
+    result = invoke(
+        "train", toy_data_dir, "-o", out, *args, "--max-steps", "45", "--valid-every", "15",
+        "--keep-checkpoints", "2", "--threads", "1",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def _weights(model_dir):
+    return checkpoint.load(model_dir / checkpoint.MODEL_FILE)["weights"]
+
+
+def test_training_keeps_the_last_n_checkpoints(kept_model_dir):
+    kept = checkpoint.kept_checkpoints(kept_model_dir)
+    assert [path.name for path in kept] == ["step-00000030.pt", "step-00000045.pt"]
+    assert [checkpoint.load(path)["meta"]["step"] for path in kept] == [30, 45]
+    assert not list((kept_model_dir / "checkpoints").glob(".*.tmp"))
+
+
+def test_the_average_of_identical_checkpoints_is_that_checkpoint(toy_model_dir, tmp_path):
+    model_dir = tmp_path / "model"
+    shutil.copytree(toy_model_dir, model_dir)
+    payload = checkpoint.load(model_dir / checkpoint.MODEL_FILE)
+    for step in (10, 20, 30):
+        checkpoint.save_kept(model_dir, step, payload, keep=3)
+    result = invoke("average", model_dir, "--last", "3", "-o", tmp_path / "avg")
+    assert result.exit_code == 0, result.output
+    original, averaged = _weights(toy_model_dir), _weights(tmp_path / "avg")
+    assert original.keys() == averaged.keys()
+    assert all(torch.equal(original[name], averaged[name]) for name in original)
+    single = invoke("translate", "-m", toy_model_dir, input=LINES)
+    again = invoke("translate", "-m", tmp_path / "avg", input=LINES)
+    assert again.exit_code == 0 and again.stdout == single.stdout
+
+
+def test_the_average_of_two_checkpoints_differs_from_both_and_translates(kept_model_dir, tmp_path):
+    out = tmp_path / "avg"
+    result = invoke("average", kept_model_dir, "--last", "2", "-o", out)
+    assert result.exit_code == 0, result.output
+    averaged = _weights(out)
+    kept = [checkpoint.load(p)["weights"] for p in checkpoint.kept_checkpoints(kept_model_dir)]
+    for one in kept:
+        assert any(not torch.equal(averaged[name], one[name]) for name in one)
+    mean = {name: (kept[0][name] + kept[1][name]) / 2 for name in averaged}
+    assert all(torch.allclose(averaged[name], mean[name], atol=1e-6) for name in averaged)
+    translated = invoke("translate", "-m", out, input=LINES)
+    assert translated.exit_code == 0, translated.output
+    assert len(translated.stdout.splitlines()) == 3
+    assert (out / "tgt.model").read_bytes() == (kept_model_dir / "tgt.model").read_bytes()
+
+
+def test_too_few_kept_checkpoints_say_how_many_and_how_to_keep_them(kept_model_dir, tmp_path):
+    result = invoke("average", kept_model_dir, "--last", "5", "-o", tmp_path / "avg")
+    assert result.exit_code == 3
+    assert "keeps 2 checkpoints" in result.stderr and "--keep-checkpoints 5" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "avg").exists()
+
+
+def test_checkpoints_of_other_shapes_are_refused(kept_model_dir, tmp_path):
+    model_dir = tmp_path / "model"
+    shutil.copytree(kept_model_dir, model_dir)
+    last = checkpoint.kept_checkpoints(model_dir)[-1]
+    payload = checkpoint.load(last)
+    payload["weights"]["generator.bias"] = torch.zeros(7)
+    checkpoint.save(last, payload)
+    result = invoke("average", model_dir, "--last", "2", "-o", tmp_path / "avg")
+    assert result.exit_code == 3
+    assert "generator.bias has shape (7,)" in result.stderr and "Traceback" not in result.output
+    assert not (tmp_path / "avg" / checkpoint.MODEL_FILE).exists()

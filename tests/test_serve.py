@@ -1,0 +1,267 @@
+"""`nmt serve`: both APIs over loopback, batching across requests, bad requests, the page."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from cli_runner import invoke
+
+httpx = pytest.importorskip("httpx")
+uvicorn = pytest.importorskip("uvicorn")
+pytest.importorskip("fastapi")
+
+from fastapi.testclient import TestClient  # noqa: E402
+
+from nmt_cli.serve.app import create_app  # noqa: E402
+from nmt_cli.serve.batcher import Batcher  # noqa: E402
+from nmt_cli.serve.requests import Limits, TranslateRequest  # noqa: E402
+from nmt_cli.translator import SearchOptions, Translator  # noqa: E402
+
+WORDS = "apple river stone cloud green quick small house light water bird tree night sun".split()
+LINES = [" ".join(WORDS[(i * 3 + k) % len(WORDS)] for k in range(2 + i % 5)) for i in range(40)]
+
+
+@pytest.fixture(scope="module")
+def translator(toy_model_dir):
+    return Translator.load(toy_model_dir, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def expected(toy_model_dir):
+    """What `nmt translate` prints for LINES (beam 5, the default of both)."""
+    result = invoke("translate", "-m", toy_model_dir, input="".join(f"{x}\n" for x in LINES))
+    assert result.exit_code == 0, result.output
+    return dict(zip(LINES, result.stdout.splitlines(), strict=True))
+
+
+@pytest.fixture(scope="module")
+def client(translator):
+    limits = Limits(max_lines=8, max_chars=400)
+    with TestClient(create_app(translator, limits)) as test_client:
+        yield test_client
+
+
+@contextlib.contextmanager
+def serving(translator, **kwargs):
+    """A real uvicorn server on a free loopback port, in a thread; yields its base URL."""
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(translator, **kwargs), host="127.0.0.1", port=0, log_level="error"
+        )
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        thread.join(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join()
+
+
+def test_translate_api_gives_nmt_translates_output(client, expected):
+    one = client.post("/translate", json={"q": LINES[0]})
+    assert one.status_code == 200
+    assert [t["translation"] for t in one.json()["translations"]] == [expected[LINES[0]]]
+    many = client.post("/translate", json={"q": LINES[:5], "beam": 5, "align": True})
+    records = many.json()["translations"]
+    assert [t["translation"] for t in records] == [expected[x] for x in LINES[:5]]
+    for record in records:
+        words = record["words"]
+        assert len(words["weights"]) == len(words["tgt"]) == len(record["translation"].split())
+        assert all(len(row) == len(words["src"]) for row in words["weights"])
+        assert record["alignment"]
+
+
+def test_opennmt_api_answers_in_its_format(client, expected):
+    response = client.post("/translator/translate", json=[{"src": x, "id": 100} for x in LINES[:3]])
+    assert response.status_code == 200
+    (answers,) = response.json()
+    assert [a["tgt"] for a in answers] == [expected[x] for x in LINES[:3]]
+    assert [a["src"] for a in answers] == LINES[:3]
+    assert all(a["n_best"] == 1 and isinstance(a["pred_score"], float) for a in answers)
+    assert all(isinstance(a["align"], list) and "-" in a["align"][0] for a in answers)
+
+
+def test_health_models_and_page(client, toy_model_dir):
+    assert client.get("/health").json() == {"status": "ok"}
+    models = client.get("/models").json()
+    assert models["ensemble"] is False and models["models"][0]["path"] == str(toy_model_dir)
+    page = client.get("/")
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    assert "__PALETTE__" not in page.text and "#440154" in page.text  # the heatmap's dark end
+    assert "http://" not in page.text and "https://" not in page.text  # nothing fetched
+
+
+BAD = [
+    (b'{"q": "apple"', 400, "not valid JSON"),
+    (b"", 400, "empty"),
+    (b'{"q": "\xff\xfe"}', 400, "not valid UTF-8"),
+    (b'["apple"]', 422, "JSON object"),
+    (b'{"q": 3}', 422, '"q" must be'),
+    (b'{"q": ["apple", 4]}', 422, '"q" must be'),
+    (b'{"text": "apple"}', 422, "unknown key"),
+    (b'{"beam": 2}', 422, 'no "q"'),
+    (b'{"q": "apple", "beam": "5"}', 422, '"beam" must be'),
+    (b'{"q": "apple", "beam": 0}', 422, '"beam" must be'),
+    (b'{"q": "apple", "align": "yes"}', 422, '"align" must be'),
+    (b'{"q": []}', 422, "nothing to translate"),
+    (b'{"q": ["", " "]}', 422, "nothing to translate"),
+    (json.dumps({"q": ["apple"] * 9}).encode(), 413, "limit of 8"),
+    (json.dumps({"q": "apple " * 100}).encode(), 413, "limit of 400"),
+    (b"{" + b" " * 50_000 + b"}", 413, "more than this server reads"),
+]
+
+
+@pytest.mark.parametrize(("body", "status", "message"), BAD)
+def test_bad_requests_get_a_4xx_one_line_error_and_the_server_goes_on(
+    client, expected, body, status, message
+):
+    response = client.post("/translate", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == status
+    error = response.json()["error"]
+    assert message in error and "\n" not in error
+    after = client.post("/translate", json={"q": LINES[1]})
+    assert after.json()["translations"][0]["translation"] == expected[LINES[1]]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status"),
+    [
+        ("POST", "/translator/translate", b'{"src": "apple"}', 422),
+        ("POST", "/translator/translate", b'[{"src": "apple", "id": "x"}]', 422),
+        ("POST", "/translator/translate", b"[]", 422),
+        ("GET", "/translate", b"", 405),
+        ("POST", "/nowhere", b"{}", 404),
+    ],
+)
+def test_other_bad_requests_also_get_one_line_json(client, method, path, body, status):
+    response = client.request(method, path, content=body)
+    assert response.status_code == status and response.json()["error"]
+
+
+def test_concurrent_requests_are_batched_and_equal_nmt_translate(translator, expected):
+    with serving(translator, window=0.05) as url:
+
+        def ask(line):
+            with httpx.Client(base_url=url) as http:
+                return http.post("/translate", json={"q": line}).json()["translations"][0]
+
+        with ThreadPoolExecutor(16) as pool:
+            answers = list(pool.map(ask, LINES))
+    assert [a["translation"] for a in answers] == [expected[x] for x in LINES]
+    assert [a["source"] for a in answers] == LINES
+
+
+def test_requests_waiting_together_are_translated_in_one_batch():
+    calls = []
+
+    def translate(lines, beam, align):
+        calls.append((list(lines), beam, align))
+        return [line.upper() for line in lines]
+
+    batcher = Batcher(translate, window=0.0, max_lines=64)
+    requests = [TranslateRequest(["a", "b"], 5, False), TranslateRequest(["c"], 5, False)]
+    requests.append(TranslateRequest(["d"], 1, False))  # other settings: a batch of its own
+    futures = [batcher.submit(request) for request in requests]  # queued before the worker runs
+    batcher.start().close()
+    assert [f.result() for f in futures] == [["A", "B"], ["C"], ["D"]]
+    assert calls == [(["a", "b", "c"], 5, False), (["d"], 1, False)]
+
+
+def test_a_failing_batch_fails_its_requests_only():
+    def translate(lines, beam, align):
+        if "boom" in lines:
+            raise RuntimeError("boom")
+        return lines
+
+    batcher = Batcher(translate, window=0.0).start()
+    failed = batcher.submit(TranslateRequest(["boom"], 5, False))
+    with pytest.raises(RuntimeError):
+        failed.result()
+    assert batcher.submit(TranslateRequest(["fine"], 5, False)).result() == ["fine"]
+    batcher.close()
+
+
+def test_load_32_clients_50_requests_each_lose_nothing(translator):
+    greedy = translator.translate_chunk(LINES, SearchOptions(beam_size=1))
+    expected = {line: t.text for line, t in zip(LINES, greedy, strict=True)}
+
+    def client_run(number):
+        mismatches = 0
+        with httpx.Client(base_url=url, timeout=60) as http:
+            for k in range(50):
+                line = LINES[(number * 7 + k) % len(LINES)]
+                got = http.post("/translate", json={"q": line, "beam": 1}).json()["translations"][0]
+                mismatches += got["source"] != line or got["translation"] != expected[line]
+        return mismatches
+
+    with serving(translator) as url, ThreadPoolExecutor(32) as pool:
+        results = list(pool.map(client_run, range(32)))
+    assert results == [0] * 32
+
+
+def _browser():
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        if path := shutil.which(name):
+            return path
+    return None
+
+
+@pytest.mark.skipif(_browser() is None, reason="no Chromium installed")
+def test_the_page_shows_translation_and_heatmap_in_a_browser(translator, expected):
+    playwright = pytest.importorskip("playwright.sync_api")
+    with serving(translator) as url, playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=_browser())
+        page = browser.new_page()
+        page.goto(url + "/")
+        page.fill("#source", LINES[2])
+        page.click("button")
+        page.wait_for_selector("#heatmap table")
+        assert page.inner_text("#translation") == expected[LINES[2]]
+        assert page.locator("#heatmap td").count() > 0
+        assert "●" in page.inner_text("#heatmap")
+        browser.close()
+
+
+def test_sigterm_drains_the_request_in_flight_and_exits_cleanly(toy_model_dir, expected):
+    with socket.socket() as probe:  # a free port, released before the server takes it
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "nmt_cli", "serve", "-m", str(toy_model_dir)]
+    server = subprocess.Popen(
+        [*command, "--port", str(port), "--window-ms", "1000", "--threads", "1"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        while True:  # until it listens (or has died)
+            assert server.poll() is None, server.communicate()[1]
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(url + "/health").status_code == 200:
+                    break
+            time.sleep(0.1)
+        with ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(httpx.post, url + "/translate", json={"q": LINES[3]}, timeout=30)
+            time.sleep(0.3)  # the request now waits in the batching window (1 s)
+            server.send_signal(signal.SIGTERM)
+            response = answer.result()
+        assert response.json()["translations"][0]["translation"] == expected[LINES[3]]
+        assert server.wait(timeout=30) == 0
+        log = server.stderr.read()
+        assert "127.0.0.1" in log and "every request answered" in log and "Traceback" not in log
+    finally:
+        server.kill()
