@@ -200,7 +200,9 @@ def test_guided_loss_reads_the_step_where_the_word_is_input_and_stays_inside_eac
 
 
 @pytest.mark.parametrize(("style", "shift"), [("luong", 1), ("bahdanau", 2)])
-def test_guided_training_records_the_step_its_attention_aligns_at(toy_data_dir, tmp_path, style, shift):
+def test_guided_training_records_the_step_its_attention_aligns_at(
+    toy_data_dir, tmp_path, style, shift
+):
     links = tmp_path / "train.links"
     sources = (toy_data_dir / "train.src").read_text(encoding="utf-8").splitlines()
     links.write_text("".join(_links(len(s.split())) + "\n" for s in sources), encoding="utf-8")
