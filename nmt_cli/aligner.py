@@ -53,6 +53,12 @@ class AlignOptions:
 
 WEIGHTS = ("attention", "saliency", "both")
 
+# `nmt align`'s extraction for a model trained with guided alignment, unless told otherwise: its
+# attention spreads a word's weight over the words it is linked to, so a threshold keeps
+# multi-word links and leaves a word with no strong link unaligned, and growing joins the
+# neighbours of a link. Against argmax it lowered AER on both dev sets (docs/alignment.md).
+GUIDED_EXTRACTION = {"method": "threshold", "grow_threshold": 0.2}
+
 
 def translation_words(translation) -> WordAttention | None:
     """Word-level weights of a `Translation` from the attention its search kept (None when it

@@ -36,14 +36,15 @@ def align(
         "(average both directions' weights, then --method).",
     ),
     unit: str = _extract("word", "word, char (Chinese/Japanese) or piece."),
-    method: str = _extract(
-        "argmax",
+    method: str | None = _extract(
+        None,
         "argmax per target word; mutual (a cell strongest in its row and its column); "
-        "or threshold.",
+        "or threshold (default: argmax, or threshold with --grow-threshold 0.2 for a model "
+        "trained with guided alignment).",
     ),
     threshold: float = _extract(0.5, "Weight threshold for --method threshold."),
-    grow_threshold: float = _extract(
-        0.0,
+    grow_threshold: float | None = _extract(
+        None,
         "Also link neighbours (diagonals included) of a link whose weight reaches this "
         "lower threshold while one of their words is unaligned; 0: off.",
     ),
@@ -86,7 +87,7 @@ def align(
     import sys
     from dataclasses import replace
 
-    from nmt_cli.aligner import AlignOptions, align_pairs, checked_pairs
+    from nmt_cli.aligner import GUIDED_EXTRACTION, AlignOptions, align_pairs, checked_pairs
     from nmt_cli.cli.align_output import AlignOutput
     from nmt_cli.data.corpus import read_pairs
     from nmt_cli.errors import ConfigError
@@ -97,13 +98,13 @@ def align(
         raise ConfigError(f"--view must be heatmap, links, none or auto, got {view!r}")
     options = AlignOptions(
         unit=unit,
-        method=method,
+        method=method or "argmax",
         threshold=threshold,
         shift=shift or 0,
         include_eos=include_eos,
         symmetrize=symmetrize,
         weights=weights,
-        grow_threshold=grow_threshold,
+        grow_threshold=grow_threshold or 0.0,
         corpus_prior=corpus_prior,
     )
     _check_options(options)
@@ -118,6 +119,9 @@ def align(
     reverse = Translator.load(reverse_model, device=device) if reverse_model else None
     if shift is None and weights == "attention":  # the step the model was trained to align at
         options = replace(options, shift=translator.model.config.align_shift)
+    if method is None and grow_threshold is None and translator.config.train.guided_alignment:
+        options = replace(options, **GUIDED_EXTRACTION)
+        _check_options(options)
     if view == "auto":
         view = "heatmap" if sys.stdout.isatty() and not json_output else "none"
     output = AlignOutput(view=view, json_output=json_output, gold=gold, png=png)
