@@ -147,7 +147,7 @@ def screen(s: dict) -> str:
     lines = [
         f"test BLEU {s['test']['bleu']:.2f}  chrF {s['test']['chrf']:.2f}  "
         f"TER {s['test']['ter']:.2f}  (500 sentences, beam 5)",
-        f"AER {a['plain']['aer']:.2f} % (attention, argmax), {a['prior']['aer']:.2f} % "
+        f"AER {a['plain']['aer']:.2f} % (nmt align defaults), {a['prior']['aer']:.2f} % "
         "(mutual + grow + corpus prior)",
         f"trained {t['updates']:,} updates ({t['stopped_by']}), best on dev at update "
         f"{t['best_step']:,} (dev BLEU {t['best_dev_bleu']:.2f})",
