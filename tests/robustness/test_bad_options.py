@@ -84,7 +84,7 @@ ALIGN = [
     (["--threshold", "0"], "--threshold"),
     (["--threshold", "2"], "--threshold"),
     (["--threshold", "nan"], "--threshold"),
-    (["--shift", "2"], "--shift"),
+    (["--shift", "3"], "--shift"),
     (["--view", "3d"], "--view"),
     (["--symmetrize", "both"], "--symmetrize"),
     (["--beam", "0"], "--beam"),  # was accepted, and ignored, with --src/--tgt
