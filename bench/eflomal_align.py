@@ -1,7 +1,7 @@
 """eflomal (Östling & Tiedemann 2016) word alignments of the demo test split, for comparison.
 
-Installs eflomal into its own git-ignored environment (bench/work/venv-eflomal; it is not a
-dependency of nmt), aligns the demo training data together with the test split (an unsupervised
+Uses the eflomal that `make install` puts into .venv (the [align] extra, guided alignment's
+teacher), or installs it into its own git-ignored environment (bench/work/venv-eflomal); aligns the demo training data together with the test split (an unsupervised
 aligner learns from the whole corpus it is given), keeps the test pairs' links, and writes
 them in both directions and symmetrised with our grow-diag-final-and (fast_align's `atools`
 is not installed here; both implement Koehn et al. 2003's heuristic).
@@ -29,6 +29,9 @@ VERSION = "eflomal==2.0.0"
 
 
 def install(env: Path) -> Path:
+    own = Path(sys.executable).parent / "eflomal-align"  # nmt's [align] extra, when installed
+    if own.exists():
+        return own
     python = env / "bin" / "python"
     if not (env / "bin" / "eflomal-align").exists():
         venv.create(env, with_pip=True)
