@@ -188,6 +188,9 @@ def test_sentencepiece_sample_is_all_lines_in_order_when_small(tmp_path, monkeyp
     chosen = sorted(np.argsort(item_keys(0, n, 3, "spm"))[:100].tolist())
     src, tgt = _lines(out / "train.src"), _lines(out / "train.tgt")
     assert seen == [[src[i] for i in chosen] + [tgt[i] for i in chosen]]
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        p.name for p in (tmp_path / "small").iterdir()
+    )
 
 
 # Token ids ------------------------------------------------------------------------------------

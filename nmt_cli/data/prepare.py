@@ -21,7 +21,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,6 +59,7 @@ _ENCODE_CHUNK = 20_000
 # 300,000 sentences (about 4 million words) are plenty for vocabularies of a few thousand to
 # 32,000 pieces; training on them takes about 8 s and 0.5 GB on 2 cores (bench/PREPARE.md).
 _SAMPLE_SENTENCES = 300_000
+_SAMPLE_FILE = "spm-sample.txt"  # the sample on a large corpus; in the stage while training
 
 
 @dataclass(frozen=True)
@@ -187,26 +188,14 @@ def _write_splits(options: PrepareOptions, stage: Path, progress: OnEvent) -> li
 
 @dataclass(frozen=True)
 class _TrainingSample:
-    """The training sentences SentencePiece sees: the given lines of each file, or all.
-
-    Re-iterable (SentencePiece may be retried with a smaller vocabulary) and read from disk
-    each time, so memory holds only what SentencePiece keeps.
-    """
+    """The training sentences SentencePiece sees: every line of `files`, read from disk each
+    time it is iterated (SentencePiece may be retried with a smaller vocabulary)."""
 
     files: tuple[Path, ...]
-    lines: np.ndarray | None  # sorted line numbers (0-based) to keep; None: every line
 
     def __iter__(self) -> Iterator[str]:
         for path in self.files:
-            if self.lines is None:
-                yield from _text_lines(path)
-                continue
-            wanted = iter(self.lines.tolist())
-            next_line = next(wanted, None)
-            for number, line in enumerate(_text_lines(path)):
-                if number == next_line:
-                    yield line
-                    next_line = next(wanted, None)
+            yield from _text_lines(path)
 
 
 def _text_lines(path: Path) -> Iterator[str]:
@@ -216,12 +205,34 @@ def _text_lines(path: Path) -> Iterator[str]:
 
 
 def _sample(stage: Path, train: WrittenSplit, sides: tuple[str, ...], seed: int) -> _TrainingSample:
-    """At most _SAMPLE_SENTENCES sentences of `sides`: the same seeded pairs on every side."""
+    """At most _SAMPLE_SENTENCES sentences of `sides`: the same seeded pairs on every side.
+
+    Beyond that size the chosen lines are first copied into _SAMPLE_FILE (side after side, in
+    corpus order), so SentencePiece reads only the sample while it trains. Feeding it the
+    chosen lines straight from the whole training files instead cost memory that grew with
+    the corpus (about 100 MB more at 5 million pairs than at 1 million, bench/PREPARE.md).
+    """
     files = tuple(stage / text_name("train", side) for side in sides)
     per_side = _SAMPLE_SENTENCES // len(sides)
     if train.pairs <= per_side:
-        return _TrainingSample(files, None)
-    return _TrainingSample(files, np.sort(smallest_keys(train.pairs, per_side, seed, "spm")))
+        return _TrainingSample(files)
+    chosen = np.sort(smallest_keys(train.pairs, per_side, seed, "spm"))
+    sample = stage / _SAMPLE_FILE
+    with open(sample, "wb") as out:
+        for path in files:
+            with open(path, "rb") as lines:
+                out.writelines(_select(lines, chosen))
+    return _TrainingSample((sample,))
+
+
+def _select(lines: Iterable[bytes], chosen: np.ndarray) -> Iterator[bytes]:
+    """The lines whose 0-based numbers are in the sorted array `chosen`."""
+    wanted = iter(chosen.tolist())
+    next_line = next(wanted, None)
+    for number, line in enumerate(lines):
+        if number == next_line:
+            yield line
+            next_line = next(wanted, None)
 
 
 def _coverage(stage: Path, sides: tuple[str, ...]) -> float:
@@ -246,14 +257,17 @@ def _train_tokenizers(
             coverage = _coverage(stage, sides)
         sample = _sample(stage, train, sides, options.seed)
         _return_freed_memory()  # what reading and sampling left, before SentencePiece's peak
-        model = train_tokenizer(
-            sample,
-            stage / spm_prefix_name(prefix_side),
-            options.vocab_size,
-            options.model_type,
-            coverage,
-            options.seed,
-        )
+        try:
+            model = train_tokenizer(
+                sample,
+                stage / spm_prefix_name(prefix_side),
+                options.vocab_size,
+                options.model_type,
+                coverage,
+                options.seed,
+            )
+        finally:
+            (stage / _SAMPLE_FILE).unlink(missing_ok=True)
         progress(count(step, 1, 1))
         trained.update(dict.fromkeys(sides, model))
     return trained
