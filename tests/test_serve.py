@@ -181,6 +181,23 @@ def test_requests_waiting_together_are_translated_in_one_batch():
     assert calls == [(["a", "b", "c"], 5, False), (["d"], 1, False)]
 
 
+def test_a_batch_stays_open_while_requests_keep_coming_within_the_window():
+    calls = []
+
+    def translate(lines, beam, align):
+        calls.append(list(lines))
+        return lines
+
+    batcher = Batcher(translate, window=1.0).start()
+    futures = []
+    for line in ("a", "b", "c"):  # 0.6 s apart: the last comes past one window after the first
+        futures.append(batcher.submit(TranslateRequest([line], 5, False)))
+        time.sleep(0.6)
+    assert [f.result() for f in futures] == [["a"], ["b"], ["c"]]
+    batcher.close()
+    assert calls == [["a", "b", "c"]]
+
+
 def test_a_failing_batch_fails_its_requests_only():
     def translate(lines, beam, align):
         if "boom" in lines:

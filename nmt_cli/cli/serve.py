@@ -30,7 +30,9 @@ def serve(
     max_beam: int = _limit(16, "Largest beam a request may ask for.", "--max-beam"),
     max_batch: int = _limit(64, "Lines translated together at most.", "--max-batch"),
     window_ms: float = _limit(
-        5.0, "Milliseconds to wait for more requests to batch with the first.", "--window-ms"
+        5.0,
+        "A batch closes once no request came for this many ms (8 times that after its first).",
+        "--window-ms",
     ),
     quantize: bool = typer.Option(False, "--quantize", help="int8 dynamic quantization (CPU)."),
     threads: int = threads_option(),

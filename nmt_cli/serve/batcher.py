@@ -1,9 +1,13 @@
 """Requests that arrive together are translated together, by one worker thread.
 
-Every request becomes a job on a queue. The worker takes the first job, waits a short window
-for more (never past `max_lines` lines), translates the lines of all jobs with the same search
-settings as one chunk, and hands each job its own results. So torch never runs in two threads
-at once, and under many clients the batches fill up as with `nmt translate`.
+Every request becomes a job on a queue. The worker takes the first job and keeps adding the
+jobs that follow while they come no more than `window` apart (never past `max_lines` lines or
+`_MAX_WAIT_WINDOWS` windows after the first), translates the lines of all jobs with the same
+search settings as one chunk, and hands each job its own results. So torch never runs in two
+threads at once, and under many clients the batches fill up as with `nmt translate`: clients
+answered together come back over a spread longer than one window (each answer is written and
+each new request read in turn), but a fixed window after the first would cut that stream in
+two half batches; a lone request still waits only one window.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from nmt_cli.serve.requests import TranslateRequest
 
 # translate(lines, beam, align) -> one result per line, in order
 TranslateFn = Callable[[list[str], int, bool], list]
+_MAX_WAIT_WINDOWS = 8  # a batch closes this many windows after its first job at the latest
 
 
 @dataclass
@@ -32,7 +37,7 @@ class Batcher:
 
     def __init__(self, translate: TranslateFn, window: float = 0.005, max_lines: int = 64):
         self.translate = translate
-        self.window = window  # seconds to wait for more jobs after the first of a batch
+        self.window = window  # seconds without a new job after which a batch closes
         self.max_lines = max_lines  # a batch closes once it holds this many lines
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._worker = threading.Thread(target=self._run, name="nmt-translate", daemon=True)
@@ -62,12 +67,13 @@ class Batcher:
             self._work(jobs)
 
     def _collect(self, first: _Job) -> tuple[list[_Job], bool]:
-        """The first job and those that arrive within the window; whether close() came."""
+        """The first job and those that follow it closely; whether close() came."""
         jobs, lines = [first], len(first.request.lines)
-        deadline = time.monotonic() + self.window
+        latest = time.monotonic() + _MAX_WAIT_WINDOWS * self.window
         while lines < self.max_lines:
+            wait = min(self.window, latest - time.monotonic())
             try:
-                job = self._jobs.get(timeout=max(0.0, deadline - time.monotonic()))
+                job = self._jobs.get(timeout=max(0.0, wait))
             except queue.Empty:
                 break
             if job is None:
