@@ -78,9 +78,9 @@ MODEL ?= $(if $(wildcard $(BENCH_MODEL)/config.json),$(BENCH_MODEL),runs/m30k-re
 bench-translate: install
 	$(PY) bench/translate_speed.py --model $(MODEL) $(BENCH_ARGS)
 
-# nmt prepare on generated corpora of 1M and 5M pairs (2 rounds each), then the start of
+# nmt prepare on generated corpora of 1M and 5M pairs (3 rounds each), then the start of
 # nmt train on the 5M data directory: pairs/s, peak RSS, time to the first update (about
-# 12 min on 2 cores); bench/prepare.json, from which bench/PREPARE.md is written.
+# 15 min on 2 cores); bench/prepare.json, from which bench/PREPARE.md is written.
 bench-prepare: install
 	$(PY) bench/prepare_bench.py $(BENCH_ARGS)
 

@@ -4,7 +4,7 @@ of `nmt train` on the largest data directory.
 For each size: the corpus is generated once (bench/prepare_corpus.py: Multi30k repeated with
 a numbered suffix, or synthetic without ../shared), then `nmt prepare --vocab-size 8000
 --joint` runs ROUNDS times as a child process. Per round: wall time from start to exit,
-pairs read per second, the peak RSS of the largest process (getrusage of the children, as
+pairs read per second, the peak RSS of the largest process (the child's own, from wait4, as
 GNU time reports it) and the peak RSS summed over the process tree (the command and its
 worker processes, sampled every 0.1 s from /proc). Then `nmt train` on the largest data
 directory with --max-steps 3 --log-every 1: seconds from start to the first update in
@@ -12,7 +12,7 @@ train.jsonl (the shortlist table written before it included) and its peak RSS. T
 its load and the fp32 matmul rate go beside them. Writes bench/prepare.json; bench/PREPARE.md
 is written from it.
 
-    .venv/bin/python bench/prepare_bench.py [--sizes 1000000,5000000] [--rounds 2] [--report-only]
+    .venv/bin/python bench/prepare_bench.py [--sizes 1000000,5000000] [--rounds 3] [--report-only]
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -65,32 +64,33 @@ def _tree_rss_kib(root: int) -> int:
 
 def run_measured(cmd: list[str], log: Path, watch=None) -> dict:
     """Run `cmd`, return wall seconds, exit code and peak RSS (largest process, and tree)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     started = time.perf_counter()
     with open(log, "w", encoding="utf-8") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=REPO_DIR)
         peak = [0]
         seen: dict = {}
+        done = threading.Event()
 
         def sample() -> None:
-            while proc.poll() is None:
+            while not done.is_set():
                 peak[0] = max(peak[0], _tree_rss_kib(proc.pid))
                 if watch is not None:
                     watch(time.perf_counter() - started, seen)
-                time.sleep(0.1)
+                done.wait(0.1)
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
-        code = proc.wait()
+        # wait4 gives this child's own peak (the largest of it and the processes it waited
+        # for), where RUSAGE_CHILDREN would give the largest of every run so far.
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        done.set()
         sampler.join()
     seconds = time.perf_counter() - started
-    largest = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     return {
-        "exit_code": code,
+        "exit_code": proc.returncode,
         "seconds": round(seconds, 2),
-        # RUSAGE_CHILDREN's maximum only grows: a value below an earlier run's is hidden,
-        # so it is given only when this run raised it (None otherwise; the tree peak stands).
-        "peak_rss_largest_process_mib": round(largest / 1024, 1) if largest > before else None,
+        "peak_rss_largest_process_mib": round(usage.ru_maxrss / 1024, 1),
         "peak_rss_tree_mib": round(peak[0] / 1024, 1),
         **seen,
     }
@@ -180,8 +180,8 @@ def write_report(results: dict) -> str:
         "",
         f"Each corpus: `nmt prepare --src train.src --tgt train.tgt {results['prepare_args']}`, "
         "run as a child process, wall time from start to exit; pairs/s = pairs read ÷ that time. "
-        "Peak RSS of the largest process is what GNU time reports (getrusage of the children; "
-        "– where an earlier, larger run hides it); the process-tree peak adds the two worker "
+        "Peak RSS of the largest process is what GNU time reports (the child's own peak, from "
+        "wait4); the process-tree peak adds the two worker "
         "processes that filter while the main one reads, sampled every 0.1 s.",
         "",
         "| pairs | corpus | rounds | pairs/s | seconds | peak RSS, tree (MiB) "
@@ -222,7 +222,8 @@ def write_report(results: dict) -> str:
         "64-bit fingerprint per distinct pair (8 bytes each; by the birthday bound the chance of "
         "any collision among n pairs is about n²/2⁶⁵: 7 × 10⁻⁷ for 5 million pairs).",
         "- SentencePiece sees at most 300,000 sentences per model, a seeded sample of the cleaned "
-        "training pairs (all of them, in corpus order, on a smaller corpus: the Multi30k and demo "
+        "training pairs, first copied into a file of their own so that SentencePiece reads only "
+        "them (all of them, in corpus order, on a smaller corpus: the Multi30k and demo "
         "data directories are byte-identical to those of the in-memory version).",
         "- Ids are encoded 20,000 sentences at a time and written straight into the .npy files; "
         "nothing per sentence of the whole corpus is held in memory.",
@@ -257,7 +258,7 @@ def _criteria(results: dict) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000000,5000000")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--skip-train", action="store_true")
     parser.add_argument("--report-only", action="store_true", help="rewrite PREPARE.md only")
     args = parser.parse_args()

@@ -33,7 +33,8 @@ ON_INVALID = ("error", "replace")
 NUL_RULES = ("error", "space")
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 _LINE_BREAKS = ("\r", "\u2028", "\u2029")
-_CHUNK = 1 << 20
+_CHUNK = 1 << 20  # bytes read at a time
+_BUFFER = 1 << 20
 
 
 def check_on_invalid(on_invalid: str) -> None:
@@ -72,32 +73,105 @@ def open_binary(path: Path) -> BinaryIO:
     check_readable(path)
     with open(path, "rb") as probe:
         compressed = probe.read(2) == GZIP_MAGIC
-    return gzip.open(path, "rb") if compressed else open(path, "rb", buffering=_CHUNK)  # type: ignore[return-value]
+    return gzip.open(path, "rb") if compressed else open(path, "rb", buffering=_BUFFER)  # type: ignore[return-value]
 
 
 def read_lines(path: Path, nul: str = "error", on_invalid: str = "error") -> Iterator[str]:
-    """Yield the lines of a plain or gzipped UTF-8 file by the rule above."""
+    """Yield the lines of a plain or gzipped UTF-8 file by the rule above.
+
+    A file is read a block of lines at a time: a block without NUL, stray CR, U+2028/U+2029
+    or invalid UTF-8 (nearly every block of a real corpus) is decoded and split in one go;
+    any other block goes line by line as `iter_lines` does, so the lines and the errors are
+    the same either way, several times faster on large corpora.
+    """
     path = Path(path)
+    check_on_invalid(on_invalid)
     with open_binary(path) as handle:
-        yield from iter_lines(handle, str(path), on_invalid, nul)
+        yield from _block_lines(handle, str(path), on_invalid, nul)
 
 
 def iter_lines(
     stream: BinaryIO, name: str, on_invalid: str = "error", nul: str = "space"
 ) -> Iterator[str]:
-    """Decode a binary stream line by line by the rule above; `name` is used in errors."""
+    """Decode a binary stream line by line by the rule above; `name` is used in errors.
+
+    Each line is yielded as soon as it has arrived, so a stream (stdin) is never held up."""
     check_on_invalid(on_invalid)
     for number, raw in enumerate(_raw_lines(stream, name), start=1):
-        raw = raw.removesuffix(b"\n").removesuffix(b"\r")
-        if number == 1:
-            raw = raw.removeprefix(UTF8_BOM)
-        if b"\0" in raw:
-            raw = _nul(raw, name, number, nul)
-        text = _decode(raw, name, number, on_invalid)
-        if "\r" in text or (not text.isascii() and ("\u2028" in text or "\u2029" in text)):
-            for mark in _LINE_BREAKS:
-                text = text.replace(mark, " ")
-        yield text
+        yield _line_text(raw.removesuffix(b"\n"), name, number, on_invalid, nul)
+
+
+def _line_text(raw: bytes, name: str, number: int, on_invalid: str, nul: str) -> str:
+    """The text of line `number`, given without its "\\n"."""
+    raw = raw.removesuffix(b"\r")
+    if number == 1:
+        raw = raw.removeprefix(UTF8_BOM)
+    if b"\0" in raw:
+        raw = _nul(raw, name, number, nul)
+    text = _decode(raw, name, number, on_invalid)
+    if "\r" in text or (not text.isascii() and ("\u2028" in text or "\u2029" in text)):
+        for mark in _LINE_BREAKS:
+            text = text.replace(mark, " ")
+    return text
+
+
+def _block_lines(stream: BinaryIO, name: str, on_invalid: str, nul: str) -> Iterator[str]:
+    """The lines of a file by the rule above, decoded a block of whole lines at a time."""
+    done = 0  # lines yielded so far
+    pending: list[bytes] = []  # the start of a line that no block has ended yet
+    while block := _read(stream, name, done):
+        end = block.rfind(b"\n") + 1
+        if not end:
+            pending.append(block)
+            continue
+        lines = b"".join([*pending, block[:end]])
+        pending = [block[end:]]
+        texts = _whole_block(lines, first=done == 0)
+        if texts is None:  # something to fix or to refuse: line by line
+            raws, start = lines.split(b"\n")[:-1], done + 1
+            texts = (
+                _line_text(raw, name, number, on_invalid, nul)
+                for number, raw in enumerate(raws, start=start)
+            )
+        for text in texts:
+            done += 1
+            yield text
+    if last := b"".join(pending):  # a last line without "\n"
+        yield _line_text(last, name, done + 1, on_invalid, nul)
+
+
+def _whole_block(lines: bytes, first: bool) -> list[str] | None:
+    """The texts of whole lines ("\\n"-terminated) when nothing in them needs a line's care."""
+    if first:
+        lines = lines.removeprefix(UTF8_BOM)
+    if b"\0" in lines:
+        return None
+    if b"\r" in lines:
+        lines = lines.replace(b"\r\n", b"\n")
+        if b"\r" in lines:
+            return None
+    try:
+        text = lines.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if not text.isascii() and ("\u2028" in text or "\u2029" in text):
+        return None
+    texts = text.split("\n")
+    texts.pop()  # the empty string after the last "\n"
+    return texts
+
+
+def _read(stream: BinaryIO, name: str, done: int) -> bytes:
+    """The next block of `stream`; a corrupt gzip or a read error names the line it stopped at."""
+    try:
+        return stream.read(_CHUNK)
+    except (EOFError, zlib.error, gzip.BadGzipFile):
+        raise InputError(
+            f"{name} is a corrupt or truncated gzip file (after line {done}): "
+            "re-download or re-compress it"
+        ) from None
+    except OSError as exc:
+        raise InputError(f"cannot read {name} (after line {done}): {exc.strerror}") from None
 
 
 def _nul(raw: bytes, name: str, number: int, nul: str) -> bytes:

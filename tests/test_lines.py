@@ -86,3 +86,37 @@ def test_plain_progress_prints_long_steps_only(monkeypatch):
     )
     assert len(lines) == 3 and lines[-1].endswith("138.0 s")
     assert "SentencePiece" not in out.getvalue()
+
+
+def _lines_or_error(lines):
+    """Every line until the end or the first error, and that error's message (or None)."""
+    got = []
+    try:
+        for line in lines:
+            got.append(line)
+    except InputError as exc:
+        return got, str(exc)
+    return got, None
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 7, 64, 1 << 20])
+def test_files_read_by_blocks_give_what_reading_line_by_line_gives(tmp_path, monkeypatch, chunk):
+    import random
+
+    from nmt_cli import lines as lines_module
+
+    monkeypatch.setattr(lines_module, "_CHUNK", chunk)
+    pieces = [b"ein", b" Haus", b"\n", b"\n", b"\r\n", b"\r", b"\0", b"\xef\xbb\xbf",
+              "ü".encode(), "中文".encode(), "\u2028".encode(), b"\xff", b"\xe4\xb8"]  # fmt: skip
+    rng = random.Random(chunk)
+    for case in range(300):
+        weights = [30, 10, 25, 5, 8, 2, 1, 1, 5, 5, 1, 1, 1] if case % 3 else None
+        data = b"".join(rng.choices(pieces, weights=weights, k=rng.randint(0, 40)))
+        path = _file(tmp_path, "case", data)
+        for nul in ("error", "space"):
+            for on_invalid in ("error", "replace"):
+                by_blocks = _lines_or_error(read_lines(path, nul=nul, on_invalid=on_invalid))
+                by_lines = _lines_or_error(
+                    iter_lines(io.BytesIO(data), str(path), on_invalid=on_invalid, nul=nul)
+                )
+                assert by_blocks == by_lines, (data, nul, on_invalid)
