@@ -93,9 +93,10 @@ bench-serve: install
 
 # Test BLEU on Multi30k of checkpoint averaging (best vs the mean of the last 3 and 5, reference
 # and default configs, 20 min of training each: about 45 min) and of ensembles (1, 2, 3 models
-# from different seeds: about 65 min); docs/averaging.md, docs/ensembles.md (+ docs/results/).
+# of the defaults from seeds 1-3, 10 min of training each: about 35 min); docs/averaging.md,
+# docs/ensembles.md (+ docs/results/).
 average-report: install
 	$(PY) scripts/average_ensemble_report.py averaging
 
 ensemble-report: install
-	$(PY) scripts/average_ensemble_report.py ensembles
+	$(PY) scripts/average_ensemble_report.py ensembles --minutes 10
