@@ -33,6 +33,7 @@ ON_INVALID = ("error", "replace")
 NUL_RULES = ("error", "space")
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 _LINE_BREAKS = ("\r", "\u2028", "\u2029")
+_CORRUPT = (EOFError, zlib.error, gzip.BadGzipFile)  # what a corrupt or truncated gzip raises
 _CHUNK = 1 << 20  # bytes read at a time
 _BUFFER = 1 << 20
 
@@ -165,13 +166,18 @@ def _read(stream: BinaryIO, name: str, done: int) -> bytes:
     """The next block of `stream`; a corrupt gzip or a read error names the line it stopped at."""
     try:
         return stream.read(_CHUNK)
-    except (EOFError, zlib.error, gzip.BadGzipFile):
-        raise InputError(
-            f"{name} is a corrupt or truncated gzip file (after line {done}): "
+    except (*_CORRUPT, OSError) as exc:
+        raise _read_error(name, exc, done) from None
+
+
+def _read_error(name: str, exc: Exception, after: int) -> InputError:
+    """The one-line error for a stream that stopped being readable after line `after`."""
+    if isinstance(exc, _CORRUPT):
+        return InputError(
+            f"{name} is a corrupt or truncated gzip file (after line {after}): "
             "re-download or re-compress it"
-        ) from None
-    except OSError as exc:
-        raise InputError(f"cannot read {name} (after line {done}): {exc.strerror}") from None
+        )
+    return InputError(f"cannot read {name} (after line {after}): {getattr(exc, 'strerror', exc)}")
 
 
 def _nul(raw: bytes, name: str, number: int, nul: str) -> bytes:
@@ -209,13 +215,8 @@ def _raw_lines(stream: BinaryIO, name: str) -> Iterator[bytes]:
         for raw in stream:
             number += 1
             yield raw
-    except (EOFError, zlib.error, gzip.BadGzipFile):
-        raise InputError(
-            f"{name} is a corrupt or truncated gzip file (after line {number}): "
-            "re-download or re-compress it"
-        ) from None
-    except OSError as exc:
-        raise InputError(f"cannot read {name} (after line {number}): {exc.strerror}") from None
+    except (*_CORRUPT, OSError) as exc:
+        raise _read_error(name, exc, number) from None
 
 
 def count_lines(path: Path) -> int:
