@@ -19,6 +19,7 @@ The rule, the same for every file and every command:
 from __future__ import annotations
 
 import gzip
+import itertools
 import sys
 import zlib
 from collections.abc import Iterator
@@ -83,12 +84,25 @@ def read_lines(path: Path, nul: str = "error", on_invalid: str = "error") -> Ite
     A file is read a block of lines at a time: a block without NUL, stray CR, U+2028/U+2029
     or invalid UTF-8 (nearly every block of a real corpus) is decoded and split in one go;
     any other block goes line by line as `iter_lines` does, so the lines and the errors are
-    the same either way, several times faster on large corpora.
+    the same either way, several times faster on large corpora. A block that cannot be read
+    (a corrupt gzip loses what it had decompressed of it) sends the rest of the file through
+    `iter_lines`, which yields every line before the damage and names the line after which
+    it stopped, as for a stream.
     """
     path = Path(path)
-    check_on_invalid(on_invalid)
     with open_binary(path) as handle:
-        yield from _block_lines(handle, str(path), on_invalid, nul)
+        check_on_invalid(on_invalid)
+        done = 0
+        try:
+            for line in _block_lines(handle, str(path), on_invalid, nul):
+                done += 1
+                yield line
+            return
+        except _Unreadable:
+            pass
+    with open_binary(path) as handle:
+        lines = iter_lines(handle, str(path), on_invalid, nul)
+        yield from itertools.islice(lines, done, None)  # the first `done` are already out
 
 
 def iter_lines(
@@ -120,7 +134,7 @@ def _block_lines(stream: BinaryIO, name: str, on_invalid: str, nul: str) -> Iter
     """The lines of a file by the rule above, decoded a block of whole lines at a time."""
     done = 0  # lines yielded so far
     pending: list[bytes] = []  # the start of a line that no block has ended yet
-    while block := _read(stream, name, done):
+    while block := _read(stream):
         end = block.rfind(b"\n") + 1
         if not end:
             pending.append(block)
@@ -162,12 +176,16 @@ def _whole_block(lines: bytes, first: bool) -> list[str] | None:
     return texts
 
 
-def _read(stream: BinaryIO, name: str, done: int) -> bytes:
-    """The next block of `stream`; a corrupt gzip or a read error names the line it stopped at."""
+class _Unreadable(Exception):
+    """A block of a file could not be read: `read_lines` goes on line by line."""
+
+
+def _read(stream: BinaryIO) -> bytes:
+    """The next block of `stream`; _Unreadable for a corrupt gzip or a read error."""
     try:
         return stream.read(_CHUNK)
-    except (*_CORRUPT, OSError) as exc:
-        raise _read_error(name, exc, done) from None
+    except (*_CORRUPT, OSError):
+        raise _Unreadable from None
 
 
 def _read_error(name: str, exc: Exception, after: int) -> InputError:
