@@ -19,6 +19,7 @@ The rule, the same for every file and every command:
 from __future__ import annotations
 
 import gzip
+import itertools
 import sys
 import zlib
 from collections.abc import Iterator
@@ -33,6 +34,7 @@ ON_INVALID = ("error", "replace")
 NUL_RULES = ("error", "space")
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 _LINE_BREAKS = ("\r", "\u2028", "\u2029")
+_CORRUPT = (EOFError, zlib.error, gzip.BadGzipFile)  # what a corrupt or truncated gzip raises
 _CHUNK = 1 << 20  # bytes read at a time
 _BUFFER = 1 << 20
 
@@ -82,12 +84,25 @@ def read_lines(path: Path, nul: str = "error", on_invalid: str = "error") -> Ite
     A file is read a block of lines at a time: a block without NUL, stray CR, U+2028/U+2029
     or invalid UTF-8 (nearly every block of a real corpus) is decoded and split in one go;
     any other block goes line by line as `iter_lines` does, so the lines and the errors are
-    the same either way, several times faster on large corpora.
+    the same either way, several times faster on large corpora. A block that cannot be read
+    (a corrupt gzip loses what it had decompressed of it) sends the rest of the file through
+    `iter_lines`, which yields every line before the damage and names the line after which
+    it stopped, as for a stream.
     """
     path = Path(path)
-    check_on_invalid(on_invalid)
     with open_binary(path) as handle:
-        yield from _block_lines(handle, str(path), on_invalid, nul)
+        check_on_invalid(on_invalid)
+        done = 0
+        try:
+            for line in _block_lines(handle, str(path), on_invalid, nul):
+                done += 1
+                yield line
+            return
+        except _Unreadable:
+            pass
+    with open_binary(path) as handle:
+        lines = iter_lines(handle, str(path), on_invalid, nul)
+        yield from itertools.islice(lines, done, None)  # the first `done` are already out
 
 
 def iter_lines(
@@ -119,7 +134,7 @@ def _block_lines(stream: BinaryIO, name: str, on_invalid: str, nul: str) -> Iter
     """The lines of a file by the rule above, decoded a block of whole lines at a time."""
     done = 0  # lines yielded so far
     pending: list[bytes] = []  # the start of a line that no block has ended yet
-    while block := _read(stream, name, done):
+    while block := _read(stream):
         end = block.rfind(b"\n") + 1
         if not end:
             pending.append(block)
@@ -161,17 +176,26 @@ def _whole_block(lines: bytes, first: bool) -> list[str] | None:
     return texts
 
 
-def _read(stream: BinaryIO, name: str, done: int) -> bytes:
-    """The next block of `stream`; a corrupt gzip or a read error names the line it stopped at."""
+class _Unreadable(Exception):
+    """A block of a file could not be read: `read_lines` goes on line by line."""
+
+
+def _read(stream: BinaryIO) -> bytes:
+    """The next block of `stream`; _Unreadable for a corrupt gzip or a read error."""
     try:
         return stream.read(_CHUNK)
-    except (EOFError, zlib.error, gzip.BadGzipFile):
-        raise InputError(
-            f"{name} is a corrupt or truncated gzip file (after line {done}): "
+    except (*_CORRUPT, OSError):
+        raise _Unreadable from None
+
+
+def _read_error(name: str, exc: Exception, after: int) -> InputError:
+    """The one-line error for a stream that stopped being readable after line `after`."""
+    if isinstance(exc, _CORRUPT):
+        return InputError(
+            f"{name} is a corrupt or truncated gzip file (after line {after}): "
             "re-download or re-compress it"
-        ) from None
-    except OSError as exc:
-        raise InputError(f"cannot read {name} (after line {done}): {exc.strerror}") from None
+        )
+    return InputError(f"cannot read {name} (after line {after}): {getattr(exc, 'strerror', exc)}")
 
 
 def _nul(raw: bytes, name: str, number: int, nul: str) -> bytes:
@@ -209,13 +233,8 @@ def _raw_lines(stream: BinaryIO, name: str) -> Iterator[bytes]:
         for raw in stream:
             number += 1
             yield raw
-    except (EOFError, zlib.error, gzip.BadGzipFile):
-        raise InputError(
-            f"{name} is a corrupt or truncated gzip file (after line {number}): "
-            "re-download or re-compress it"
-        ) from None
-    except OSError as exc:
-        raise InputError(f"cannot read {name} (after line {number}): {exc.strerror}") from None
+    except (*_CORRUPT, OSError) as exc:
+        raise _read_error(name, exc, number) from None
 
 
 def count_lines(path: Path) -> int:

@@ -120,3 +120,28 @@ def test_files_read_by_blocks_give_what_reading_line_by_line_gives(tmp_path, mon
                     iter_lines(io.BytesIO(data), str(path), on_invalid=on_invalid, nul=nul)
                 )
                 assert by_blocks == by_lines, (data, nul, on_invalid)
+
+
+@pytest.mark.parametrize("chunk", [3, 1 << 20])
+def test_a_damaged_gzip_gives_the_lines_before_the_damage_as_line_by_line(
+    tmp_path, monkeypatch, chunk
+):
+    import random
+
+    from nmt_cli import lines as lines_module
+
+    monkeypatch.setattr(lines_module, "_CHUNK", chunk)
+    rng = random.Random(5)
+    text = "".join(f"Zeile {i} {'ü' * rng.randint(0, 30)}\n" for i in range(60_000)).encode()
+    cases = [b"a\n", b"a\n\xff\n", text]
+    for data in cases:
+        packed = gzip.compress(data, mtime=0)
+        flipped = bytearray(packed)
+        flipped[len(packed) // 2] ^= 0xFF
+        for damaged in (packed[:-4], packed[: len(packed) // 2], bytes(flipped)):
+            path = _file(tmp_path, "damaged.gz", damaged)
+            by_blocks = _lines_or_error(read_lines(path))
+            with gzip.open(io.BytesIO(damaged)) as stream:
+                by_lines = _lines_or_error(iter_lines(stream, str(path), nul="error"))
+            assert by_blocks == by_lines
+            assert by_blocks[1] is not None  # the damage is reported
