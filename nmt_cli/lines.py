@@ -92,14 +92,11 @@ def read_lines(path: Path, nul: str = "error", on_invalid: str = "error") -> Ite
     path = Path(path)
     with open_binary(path) as handle:
         check_on_invalid(on_invalid)
-        done = 0
         try:
-            for line in _block_lines(handle, str(path), on_invalid, nul):
-                done += 1
-                yield line
+            yield from _block_lines(handle, str(path), on_invalid, nul)
             return
-        except _Unreadable:
-            pass
+        except _Unreadable as unreadable:
+            done = unreadable.done
     with open_binary(path) as handle:
         lines = iter_lines(handle, str(path), on_invalid, nul)
         yield from itertools.islice(lines, done, None)  # the first `done` are already out
@@ -134,7 +131,7 @@ def _block_lines(stream: BinaryIO, name: str, on_invalid: str, nul: str) -> Iter
     """The lines of a file by the rule above, decoded a block of whole lines at a time."""
     done = 0  # lines yielded so far
     pending: list[bytes] = []  # the start of a line that no block has ended yet
-    while block := _read(stream):
+    while block := _read(stream, done):
         end = block.rfind(b"\n") + 1
         if not end:
             pending.append(block)
@@ -144,13 +141,14 @@ def _block_lines(stream: BinaryIO, name: str, on_invalid: str, nul: str) -> Iter
         texts = _whole_block(lines, first=done == 0)
         if texts is None:  # something to fix or to refuse: line by line
             raws, start = lines.split(b"\n")[:-1], done + 1
-            texts = (
+            yield from (
                 _line_text(raw, name, number, on_invalid, nul)
                 for number, raw in enumerate(raws, start=start)
             )
-        for text in texts:
-            done += 1
-            yield text
+            done += len(raws)
+        else:
+            yield from texts
+            done += len(texts)
     if last := b"".join(pending):  # a last line without "\n"
         yield _line_text(last, name, done + 1, on_invalid, nul)
 
@@ -177,15 +175,20 @@ def _whole_block(lines: bytes, first: bool) -> list[str] | None:
 
 
 class _Unreadable(Exception):
-    """A block of a file could not be read: `read_lines` goes on line by line."""
+    """A block of a file could not be read after `done` lines: `read_lines` goes on line by
+    line."""
+
+    def __init__(self, done: int) -> None:
+        super().__init__(done)
+        self.done = done
 
 
-def _read(stream: BinaryIO) -> bytes:
+def _read(stream: BinaryIO, done: int) -> bytes:
     """The next block of `stream`; _Unreadable for a corrupt gzip or a read error."""
     try:
         return stream.read(_CHUNK)
     except (*_CORRUPT, OSError):
-        raise _Unreadable from None
+        raise _Unreadable(done) from None
 
 
 def _read_error(name: str, exc: Exception, after: int) -> InputError:
