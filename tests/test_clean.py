@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import unicodedata
 
 import pytest
@@ -30,6 +31,17 @@ from nmt_cli.data.clean import (
 )
 def test_normalize_whitespace_and_bom(raw, clean):
     assert normalize(raw) == clean
+
+
+def test_normalize_treats_every_unicode_whitespace_as_a_space():
+    spaces = [chr(c) for c in range(0x110000) if chr(c).isspace()]
+    assert len(spaces) > 20 and "\u2028" in spaces and "\x1c" in spaces
+    rng = random.Random(7)
+    alphabet = [*spaces, " ", " ", "a", "é", "中", ".", "\ufeff"]
+    for _ in range(5_000):
+        raw = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8)))
+        expected = " ".join(raw.replace("\ufeff", "").split())
+        assert normalize(raw) == expected, repr(raw)
 
 
 def test_normalize_composes_to_nfc():

@@ -307,7 +307,8 @@ def test_progress_is_reported_through_the_callback(corpus, tmp_path):
     steps = {step for step, _, _ in events}
     assert any(step.startswith("reading") for step in steps)
     assert any(step.startswith("training SentencePiece") for step in steps)
-    assert ("encoding train.src", report.splits[0].pairs, report.splits[0].pairs) in events
+    pairs = report.splits[0].pairs
+    assert ("encoding train", 2 * pairs, 2 * pairs) in events  # both sides
 
 
 # load_data_dir ------------------------------------------------------------------------------

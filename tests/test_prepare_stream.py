@@ -21,7 +21,14 @@ from cli_runner import invoke
 import nmt_cli.data.prepare as prepare_module
 from nmt_cli.data import sample as sample_module
 from nmt_cli.data import splits as splits_module
-from nmt_cli.data.clean import CleanOptions, PairCleaner, clean_pairs, count_tokens, ratio_length
+from nmt_cli.data.clean import (
+    CleanOptions,
+    PairCleaner,
+    clean_pairs,
+    count_tokens,
+    filter_chunk,
+    ratio_length,
+)
 from nmt_cli.data.corpus import ParallelSource
 from nmt_cli.data.dedup import SeenFingerprints, fingerprints
 from nmt_cli.data.ids import TokenIdsWriter, ids_paths, write_token_ids
@@ -77,6 +84,15 @@ def test_streaming_dedup_keeps_what_the_exact_set_keeps(chunk):
     assert cleaner.counts == exact.counts
     assert exact.counts.duplicate > 500 and exact.counts.normalized > 100
 
+    writer = PairCleaner(CleanOptions())  # the streaming pass: chunks packed for writing
+    blocks = [
+        writer.keep(filter_chunk(pairs[start : start + chunk], writer.options, writer.wants_keys))
+        for start in range(0, len(pairs), chunk)
+    ]
+    src, tgt = ("".join(block[side] for block in blocks) for side in (0, 1))
+    assert list(zip(src.splitlines(), tgt.splitlines(), strict=True)) == exact.pairs
+    assert writer.counts == exact.counts
+
 
 def test_fingerprint_levels_answer_like_a_set_over_many_chunks():
     rng = random.Random(3)
@@ -104,8 +120,9 @@ _RATIO_WORD = re.compile(r"\S*\w\S*")
 
 def test_length_fast_path_equals_the_regex_definition():
     rng = random.Random(5)
-    alphabet = "ab Z9_.,;!?-'\u00e9\u00df  \u00a0\u4e00\u3002\uff01\u3042"
-    for _ in range(3_000):
+    latin1 = "".join(chr(code) for code in range(256))  # the bytes fast path: every character
+    alphabet = latin1 + "ab Z9_.,;!?-'\u00e9\u00df     \u00a0\u2013\u2028\u4e00\u3002\uff01\u3042"
+    for _ in range(20_000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 20)))
         if not re.search("[\u3000-\u9fff\uff00-\uffef]", text):
             assert count_tokens(text) == len(text.split())
@@ -253,7 +270,7 @@ def test_an_interrupted_prepare_leaves_no_data_directory(tmp_path, monkeypatch, 
         raise KeyboardInterrupt
 
     if where == "reading":
-        monkeypatch.setattr(PairCleaner, "clean", interrupt)
+        monkeypatch.setattr(PairCleaner, "keep", interrupt)
     else:
         monkeypatch.setattr(prepare_module.Tokenizer, "encode_batch", interrupt)
     source = _write(tmp_path / "c", _pairs(300))

@@ -26,7 +26,9 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
-from nmt_cli.data.dedup import SeenFingerprints, SeenPairs
+import numpy as np
+
+from nmt_cli.data.dedup import SeenFingerprints, SeenPairs, fingerprints
 from nmt_cli.scripts import UNSPACED_CLASS as _UNSPACED  # counted per character
 
 _UNSPACED_CHAR = re.compile(f"[{_UNSPACED}]")
@@ -86,16 +88,43 @@ def normalize(text: str) -> str:
         text = text.replace("\ufeff", "")
         if not unicodedata.is_normalized("NFC", text):
             text = unicodedata.normalize("NFC", text)
+    # Most lines need no whitespace change: every whitespace character but the ASCII space is
+    # a control character or a separator, so isprintable() is False for a line holding one.
+    if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+        return text
     return " ".join(text.split())
+
+
+def _latin1_tables() -> tuple[bytes, bytes]:
+    """For text in Latin-1 (one byte a character): the table that turns its whitespace into
+    b" " (bytes.split() knows only the ASCII kinds) and the characters that are neither a
+    word character (\\w) nor whitespace, to delete."""
+    chars = [chr(code) for code in range(256)]
+    spaces = "".join(c for c in chars if c.isspace())
+    wordless = "".join(c for c in chars if not _WORD_CHAR.match(c) and not c.isspace())
+    return bytes.maketrans(spaces.encode("latin-1"), b" " * len(spaces)), wordless.encode("latin-1")
+
+
+_LATIN1_SPACES, _LATIN1_WORDLESS = _latin1_tables()
 
 
 def _lengths(text: str) -> tuple[int, float]:
     """(count_tokens, ratio_length) of `text`, measured together: the cleaner needs both."""
-    if text.isascii() or _UNSPACED_CHAR.search(text) is None:
+    try:  # most European text: the loops in C, over bytes (this runs for every side of every pair)
+        data = text.encode("latin-1")
+    except UnicodeEncodeError:
+        pass
+    else:
+        words = len(data.translate(_LATIN1_SPACES).split())
+        # A word counts for the ratio when it holds a letter, digit or "_" (\w), as in _RATIO_WORD:
+        # deleting every other non-space character leaves exactly those words.
+        return words, len(data.translate(_LATIN1_SPACES, _LATIN1_WORDLESS).split())
+    if _UNSPACED_CHAR.search(text) is None:
         words = text.split()
-        # A word counts for the ratio when it holds a letter, digit or "_" (\w), as in _RATIO_WORD.
-        ratio = sum(1 for word in words if word.isalnum() or _WORD_CHAR.search(word))
-        return len(words), ratio
+        wordless = itertools.filterfalse(
+            _WORD_CHAR.search, itertools.filterfalse(str.isalnum, words)
+        )
+        return len(words), len(words) - len(list(wordless))
     unspaced = len(_UNSPACED_CHAR.findall(text))
     spaced = _UNSPACED_CHAR.sub(" ", text)
     cjk_words = (unspaced - len(_CJK_PUNCTUATION.findall(text))) / CJK_CHARS_PER_WORD
@@ -166,18 +195,71 @@ class PairCleaner:
         """The pairs of this chunk that are kept, normalised, in order."""
         return self.deduplicate(*filter_pairs(pairs, self.options))
 
+    @property
+    def wants_keys(self) -> bool:
+        """Whether `keep` needs the chunks' fingerprints (it drops repeats by them)."""
+        return isinstance(self._seen, SeenFingerprints)
+
     def deduplicate(
         self, kept: list[tuple[str, str]], counts: dict[str, int]
     ) -> list[tuple[str, str]]:
-        """Count a chunk that `filter_pairs` cleaned (maybe in another process), drop repeats."""
-        for name, count in counts.items():
-            self._counts[name] += count
+        """Count a chunk that `filter_pairs` cleaned, drop repeats."""
+        self._add_counts(counts)
         if self._seen is not None and kept:
             fresh = self._seen.first_time(kept)
             self._counts["duplicate"] += len(kept) - sum(fresh)
             kept = list(itertools.compress(kept, fresh))
         self._counts["kept"] += len(kept)
         return kept
+
+    def keep(self, chunk: FilteredChunk) -> tuple[str, str]:
+        """Count a chunk that `filter_chunk` cleaned (maybe in another process), drop repeats;
+        the kept source and target lines, ready to write."""
+        self._add_counts(chunk.counts)
+        src, tgt = chunk.src, chunk.tgt
+        kept = src.count("\n")
+        if self._seen is not None and kept:
+            assert isinstance(self._seen, SeenFingerprints) and chunk.keys is not None
+            fresh = self._seen.fresh(chunk.keys)
+            if not fresh.all():  # rare: split the lines only then
+                src, tgt = (_kept_lines(text, fresh) for text in (src, tgt))
+                self._counts["duplicate"] += kept - int(fresh.sum())
+                kept = int(fresh.sum())
+        self._counts["kept"] += kept
+        return src, tgt
+
+    def _add_counts(self, counts: dict[str, int]) -> None:
+        for name, count in counts.items():
+            self._counts[name] += count
+
+
+@dataclass(frozen=True)
+class FilteredChunk:
+    """A chunk as `filter_chunk` leaves it: the kept pairs' lines joined, as they will be
+    written (two strings travel between processes far faster than thousands of pairs), their
+    fingerprints when repeats are to be dropped, and the counts of the filters."""
+
+    src: str  # the kept source sentences, each followed by "\n"
+    tgt: str
+    keys: np.ndarray | None  # (kept,) fingerprints of the kept pairs, None without de-duplication
+    counts: dict[str, int]
+
+
+def filter_chunk(
+    pairs: Sequence[tuple[str, str]], options: CleanOptions | None, with_keys: bool
+) -> FilteredChunk:
+    """`filter_pairs` of one chunk, packed for writing; `with_keys`: fingerprint the kept
+    pairs too. No state, so any process can do it: `PairCleaner.keep` then drops repeats."""
+    kept, counts = filter_pairs(pairs, options)
+    src = "".join([pair[0] + "\n" for pair in kept])
+    tgt = "".join([pair[1] + "\n" for pair in kept])
+    return FilteredChunk(src, tgt, fingerprints(kept) if with_keys else None, counts)
+
+
+def _kept_lines(text: str, fresh: np.ndarray) -> str:
+    """The lines of `text` (each ending in "\n") where `fresh` is True."""
+    lines = text.split("\n")[:-1]
+    return "".join([line + "\n" for line in itertools.compress(lines, fresh.tolist())])
 
 
 def filter_pairs(

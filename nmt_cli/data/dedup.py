@@ -62,13 +62,17 @@ class SeenFingerprints:
 
     def first_time(self, pairs: Sequence[tuple[str, str]]) -> list[bool]:
         """For each pair in order, True when neither an earlier pair nor an earlier chunk had it."""
-        keys = fingerprints(pairs)
+        return self.fresh(fingerprints(pairs)).tolist()
+
+    def fresh(self, keys: np.ndarray) -> np.ndarray:
+        """(N,) bool: for each of a chunk's fingerprints `keys` (N,), in order, True when
+        neither an earlier key of the chunk nor an earlier chunk had it."""
         unique, first = np.unique(keys, return_index=True)  # first: where each key first occurs
         new = ~self._contains(unique)
         fresh = np.zeros(len(keys), dtype=bool)
         fresh[first[new]] = True
         self._add(unique[new])
-        return fresh.tolist()
+        return fresh
 
     def _contains(self, keys: np.ndarray) -> np.ndarray:
         """(K,) bool: which of the sorted `keys` some level already holds."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from nmt_cli.data.clean import CleanCounts, CleanOptions, PairCleaner, filter_pairs
+from nmt_cli.data.clean import CleanCounts, CleanOptions, PairCleaner, filter_chunk
 from nmt_cli.data.corpus import ParallelSource, read_pairs
 from nmt_cli.data.datadir import SIDES, text_name
 from nmt_cli.errors import ConfigError, InputError
@@ -54,34 +54,36 @@ def chunked(items: Iterable[T], size: int) -> Iterator[list[T]]:
 
 def _cleaned(
     chunks: Iterator[list[tuple[str, str]]], cleaner: PairCleaner
-) -> Iterator[list[tuple[str, str]]]:
-    """`cleaner.clean` of each chunk, in order; past the first few, filtered in worker processes.
+) -> Iterator[tuple[str, str]]:
+    """The kept source and target lines of each chunk, in order; past the first few chunks,
+    filtered (and fingerprinted) in worker processes.
 
     Normalising and filtering is pure Python and most of the reading pass, so from the
-    _SERIAL_CHUNKS-th chunk on, _WORKERS processes filter while this one reads, de-duplicates
+    _SERIAL_CHUNKS-th chunk on, _WORKERS processes filter while this one reads, drops repeats
     and writes; at most _IN_FLIGHT chunks are on their way, so memory stays bounded. A small
     corpus never pays for starting them.
     """
+    job = (cleaner.options, cleaner.wants_keys)
     for chunk in itertools.islice(chunks, _SERIAL_CHUNKS):
-        yield cleaner.clean(chunk)
+        yield cleaner.keep(filter_chunk(chunk, *job))
     first = next(chunks, None)
     if first is None:
         return
     if sys.platform != "linux":  # fork is Linux's default and safe here; elsewhere stay serial
         for chunk in itertools.chain([first], chunks):
-            yield cleaner.clean(chunk)
+            yield cleaner.keep(filter_chunk(chunk, *job))
         return
     # fork, not spawn: spawn re-imports the caller's __main__, which an unguarded script would
-    # run again in every worker. The workers only run filter_pairs, which takes no lock.
+    # run again in every worker. The workers only run filter_chunk, which takes no lock.
     context = multiprocessing.get_context("fork")
     with context.Pool(_WORKERS, initializer=_ignore_interrupts) as pool:
         pending: collections.deque = collections.deque()
         for chunk in itertools.chain([first], chunks):
-            pending.append(pool.apply_async(filter_pairs, (chunk, cleaner.options)))
+            pending.append(pool.apply_async(filter_chunk, (chunk, *job)))
             if len(pending) >= _IN_FLIGHT:
-                yield cleaner.deduplicate(*pending.popleft().get())
+                yield cleaner.keep(pending.popleft().get())
         while pending:
-            yield cleaner.deduplicate(*pending.popleft().get())
+            yield cleaner.keep(pending.popleft().get())
 
 
 def _ignore_interrupts() -> None:
@@ -103,9 +105,9 @@ def _stream(
         files = [
             stack.enter_context(open(path, "w", encoding="utf-8", newline="\n")) for path in paths
         ]
-        for kept in _cleaned(chunked(read_pairs(source), _CHUNK), cleaner):
-            for side, handle in enumerate(files):  # one sentence per line
-                handle.write("".join([pair[side] + "\n" for pair in kept]))
+        for lines in _cleaned(chunked(read_pairs(source), _CHUNK), cleaner):
+            for handle, text in zip(files, lines, strict=True):
+                handle.write(text)
             progress(count(step, cleaner.counts.read, None))
     counts = cleaner.counts
     progress(count(step, counts.read, counts.read))

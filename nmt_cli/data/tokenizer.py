@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import io
 import re
-import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from nmt_cli.atomic import write_bytes, write_text
 from nmt_cli.errors import ArtifactError, ConfigError, NmtError
 from nmt_cli.specials import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from nmt_cli.threads import run_in_threads
 
 MODEL_TYPES = ("unigram", "bpe")
 MIN_VOCAB_SIZE = 8
@@ -248,43 +248,24 @@ def _train_once(
     extra = {} if texts is None else {"sentence_iterator": iter(texts)}
     writer = io.BytesIO()
     try:
-        _interruptible(
-            lambda: spm.SentencePieceTrainer.train(
-                **settings,
-                **extra,
-                model_writer=writer,
-                vocab_size=vocab_size,
-                hard_vocab_limit=hard_limit,
-            )
+        # The abandoned thread of an interrupted training writes only to memory.
+        run_in_threads(
+            [
+                lambda stop: spm.SentencePieceTrainer.train(
+                    **settings,
+                    **extra,
+                    model_writer=writer,
+                    vocab_size=vocab_size,
+                    hard_vocab_limit=hard_limit,
+                )
+            ],
+            wait_on_interrupt=False,
         )
     except RuntimeError as exc:
         if hard_limit:
             raise
         raise NmtError(f"SentencePiece training failed: {_short(exc)}") from None
     return writer.getvalue()
-
-
-def _interruptible(work: Callable[[], object]) -> None:
-    """Run `work` in a daemon thread and wait for it, so that Ctrl-C is not held up.
-
-    SentencePiece trains in C++ that never checks for signals but releases the GIL: waiting in
-    short joins lets KeyboardInterrupt reach the main thread at once, and the abandoned
-    thread (it writes only to memory) ends with the process.
-    """
-    failure: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            work()
-        except BaseException as exc:  # handed to the waiting thread below
-            failure.append(exc)
-
-    thread = threading.Thread(target=run, name="sentencepiece-trainer", daemon=True)
-    thread.start()
-    while thread.is_alive():
-        thread.join(0.1)
-    if failure:
-        raise failure[0]
 
 
 def _smaller_vocab_or_raise(message: str, vocab_size: int) -> int:
