@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 TORCH_CPU := torch==2.13.0
 DEMO_DIR := runs/demo
 
-.PHONY: install demo test test-all lint bench bench-quality bench-translate bench-prepare bench-serve reproduce align-report align-grid average-report ensemble-report clean
+.PHONY: install demo test test-all lint bench bench-quality bench-translate bench-prepare bench-serve profile reproduce align-report align-grid average-report ensemble-report clean
 
 install: $(STAMP)
 
@@ -83,6 +83,12 @@ bench-translate: install
 # 15 min on 2 cores); bench/prepare.json, from which bench/PREPARE.md is written.
 bench-prepare: install
 	$(PY) bench/prepare_bench.py $(BENCH_ARGS)
+
+# Where the time of beam search (batch 64 and 1) and of a training update goes, by phase and
+# operator, with each phase's compute and operator floors (about 3 min; needs the reference
+# model of `make average-report`); writes bench/PROFILE.md.
+profile: install
+	$(PY) bench/profile_report.py $(BENCH_ARGS)
 
 # nmt serve at 1, 8 and 32 concurrent clients (sentences/s, p50/p95 latency) beside batched
 # translation (batch 64) of the same 500 sentences, 3 interleaved rounds (2-5 min per model);

@@ -154,3 +154,41 @@ def test_run_measures_time_memory_and_budget(tmp_path: Path):
     assert grown.returncode == 0 and grown.max_rss_mib > 100
     stopped = procs.run(["sleep", "5"], log, budget_s=0.5, grace_s=1.0)
     assert stopped.interrupted and stopped.seconds < 3
+
+
+def test_profile_phases_count_their_own_time_and_add_up():
+    import time as clock
+    import types
+
+    import profile_report
+
+    phases = profile_report.Phases(rest="rest")
+    box = types.SimpleNamespace()
+    box.inner = lambda: clock.sleep(0.02)
+
+    def outer():
+        clock.sleep(0.01)
+        box.inner()
+
+    box.outer = outer
+    phases.wrap(box, "inner", "inner")
+    phases.wrap(box, "outer", "outer")
+    box.outer()
+    assert phases.calls == {"inner": 1, "outer": 1}
+    assert 0.018 < phases.seconds["inner"] < 0.05
+    assert 0.009 < phases.seconds["outer"] < 0.018  # the inner call's time is taken out
+    assert phases.stack == ["rest"]
+
+
+def test_profile_counts_the_flops_inference_mode_keeps_whole():
+    import profile_report
+    import torch
+
+    linear, gru = torch.nn.Linear(16, 40), torch.nn.GRU(16, 8, batch_first=True)
+    phases = profile_report.Phases(rest="all")
+    with torch.inference_mode(), profile_report.counting(phases) as counts:
+        linear(torch.randn(3, 5, 16))
+        gru(torch.randn(2, 7, 16))
+    linear_flops = 2 * 15 * 16 * 40
+    gru_flops = 2 * 14 * (3 * 8 * 16 + 3 * 8 * 8)  # 14 positions, both weight matrices
+    assert counts["all"]["flops"] == linear_flops + gru_flops
