@@ -301,7 +301,8 @@ def _encode_split(
     lines, packing ids) overlaps the other's encoding (about a sixth faster than one side after
     the other with two SentencePiece threads each, on 2 cores).
     """
-    writers: dict[str, TokenIdsWriter] = {}
+    done = dict.fromkeys(SIDES, 0)  # sentences encoded, per side (each thread writes its own)
+    pieces = dict.fromkeys(SIDES, 0)
     step = f"encoding {split.name}"
 
     def encode(side: str, stop: threading.Event) -> None:
@@ -309,24 +310,25 @@ def _encode_split(
         tokenizer = Tokenizer(model.model)
         prefix = stage / text_name(split.name, side)
         with TokenIdsWriter(prefix, model.vocab_size) as writer:
-            writers[side] = writer
             for chunk in _text_chunks(prefix, _ENCODE_CHUNK):
                 if stop.is_set():
                     raise Stopped
                 writer.add(tokenizer.encode_batch(chunk, num_threads=1))
+                done[side] = writer.sentences
+        pieces[side] = writer.total
 
     reported = [-1]
 
     def tick() -> None:
-        done = sum(writer.sentences for writer in list(writers.values()))
-        if done != reported[0]:
-            progress(count(step, done, len(SIDES) * split.pairs))
-            reported[0] = done
+        sentences = sum(done.values())
+        if sentences != reported[0]:
+            progress(count(step, sentences, len(SIDES) * split.pairs))
+            reported[0] = sentences
 
     run_in_threads([functools.partial(encode, side) for side in SIDES], tick)
     tick()  # the last count, if the threads ended between two ticks
-    pieces = (writers[side].total for side in SIDES)
-    return SplitReport(split.name, split.origin, split.counts, split.pairs, *pieces)
+    totals = [pieces[side] for side in SIDES]
+    return SplitReport(split.name, split.origin, split.counts, split.pairs, *totals)
 
 
 # prepare.json ----------------------------------------------------------------------------------
