@@ -35,7 +35,7 @@ def run_in_threads(
     stop = threading.Event()
     failures: list[BaseException] = []
 
-    def run(work: Callable[[threading.Event], object]) -> None:
+    def run(work: Callable[[threading.Event], object], done: threading.Event) -> None:
         try:
             work(stop)
         except Stopped:
@@ -43,21 +43,39 @@ def run_in_threads(
         except BaseException as exc:  # handed to the waiting thread below
             failures.append(exc)
             stop.set()
+        finally:
+            done.set()
 
-    threads = [threading.Thread(target=run, args=(work,), daemon=True) for work in works]
-    for thread in threads:
-        thread.start()
+    # Waiting on each work's own event, not Thread.join: on Python 3.11 and 3.12 a Ctrl-C
+    # inside join() can mark a thread stopped while it still runs (the bpo-45274 workaround).
+    started: list[threading.Event] = []
     try:
-        for thread in threads:
-            while thread.is_alive():
-                thread.join(_POLL_SECONDS)
+        for work in works:
+            done = threading.Event()
+            threading.Thread(target=run, args=(work, done), daemon=True).start()
+            started.append(done)
+        for done in started:
+            while not done.wait(_POLL_SECONDS):
                 if tick is not None:
                     tick()
+            if tick is not None:
+                tick()
     except BaseException:
         stop.set()
         if wait_on_interrupt:
-            for thread in threads:
-                thread.join()
+            _wait_through_interrupts(started)
         raise
     if failures:
         raise failures[0]
+
+
+def _wait_through_interrupts(started: list[threading.Event]) -> None:
+    """Wait until every started work has ended, whatever further Ctrl-Cs arrive meanwhile
+    (each work ends at its next check of the stop event)."""
+    for done in started:
+        while True:
+            try:
+                if done.wait(_POLL_SECONDS):
+                    break
+            except KeyboardInterrupt:
+                continue

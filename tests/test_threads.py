@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+import time
 
 import pytest
 
@@ -47,3 +50,31 @@ def test_an_interrupt_inside_a_work_reaches_the_caller():
 
     with pytest.raises(KeyboardInterrupt):
         run_in_threads([interrupted])
+
+
+def test_ctrl_c_returns_only_once_every_work_has_stopped():
+    # A work in the middle of a long step when Ctrl-C comes must end before the caller goes on
+    # (it would otherwise write into a directory the caller is removing).
+    steps, returned = [], []
+
+    def slow(stop):
+        for _ in range(20):
+            if stop.is_set():
+                raise Stopped
+            time.sleep(0.3)
+            steps.append(time.monotonic())
+
+    def quick(stop):
+        while not stop.is_set():
+            time.sleep(0.01)
+        raise Stopped
+
+    timer = threading.Timer(0.1, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        try:
+            run_in_threads([slow, quick])
+        finally:
+            returned.append(time.monotonic())
+    time.sleep(0.4)
+    assert len(steps) == 1 and steps[0] <= returned[0]  # the step under way, and nothing after
