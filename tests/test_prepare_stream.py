@@ -10,6 +10,7 @@ line number; an interrupted prepare leaves nothing behind.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import random
 import re
 from pathlib import Path
@@ -278,3 +279,29 @@ def test_an_interrupted_prepare_leaves_no_data_directory(tmp_path, monkeypatch, 
     with pytest.raises(KeyboardInterrupt):
         prepare(PrepareOptions(train=source, output=out, dev_size=10, vocab_size=80))
     _nothing_left(out)
+
+
+def test_an_interrupt_while_workers_filter_stops_them_and_leaves_nothing(tmp_path, monkeypatch):
+    # Chunks far larger than a pipe holds, so that workers and senders are busy when the
+    # interrupt comes (multiprocessing.Pool's shutdown could hang on a full pipe then).
+    monkeypatch.setattr(splits_module, "_CHUNK", 2_000)
+    monkeypatch.setattr(splits_module, "_SERIAL_CHUNKS", 1)
+    real, calls = PairCleaner.keep, []
+
+    def keep_then_interrupt(self, chunk):
+        calls.append(1)
+        if len(calls) == 4:  # the third chunk from the workers
+            raise KeyboardInterrupt
+        return real(self, chunk)
+
+    monkeypatch.setattr(PairCleaner, "keep", keep_then_interrupt)
+    long_pairs = [(f"{src} {'lang ' * 40}{i}", tgt) for i, (src, tgt) in enumerate(_pairs(30_000))]
+    source = _write(tmp_path / "c", long_pairs)
+    out = tmp_path / "out"
+    before = {child.pid for child in multiprocessing.active_children()}
+    with pytest.raises(KeyboardInterrupt):
+        prepare(PrepareOptions(train=source, output=out, vocab_size=80))
+    _nothing_left(out)
+    assert len(calls) == 4
+    left = [c for c in multiprocessing.active_children() if c.pid not in before]
+    assert not left  # the workers were stopped and reaped

@@ -10,18 +10,19 @@ its split. Given dev/test files are streamed too, only normalised.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import itertools
 import multiprocessing
+import queue
 import signal
 import sys
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from nmt_cli.data.clean import CleanCounts, CleanOptions, PairCleaner, filter_chunk
+from nmt_cli.data.clean import CleanCounts, CleanOptions, FilteredChunk, PairCleaner, filter_chunk
 from nmt_cli.data.corpus import ParallelSource, read_pairs
 from nmt_cli.data.datadir import SIDES, text_name
 from nmt_cli.errors import ConfigError, InputError
@@ -73,22 +74,123 @@ def _cleaned(
         for chunk in itertools.chain([first], chunks):
             yield cleaner.keep(filter_chunk(chunk, *job))
         return
-    # fork, not spawn: spawn re-imports the caller's __main__, which an unguarded script would
-    # run again in every worker. The workers only run filter_chunk, which takes no lock.
-    context = multiprocessing.get_context("fork")
-    with context.Pool(_WORKERS, initializer=_ignore_interrupts) as pool:
-        pending: collections.deque = collections.deque()
+    with _Filterers((cleaner.options, cleaner.wants_keys)) as workers:
+        pending = 0
         for chunk in itertools.chain([first], chunks):
-            pending.append(pool.apply_async(filter_chunk, (chunk, *job)))
-            if len(pending) >= _IN_FLIGHT:
-                yield cleaner.keep(pending.popleft().get())
-        while pending:
-            yield cleaner.keep(pending.popleft().get())
+            workers.submit(chunk)
+            pending += 1
+            if pending >= _IN_FLIGHT:
+                yield cleaner.keep(workers.result())
+                pending -= 1
+        for _ in range(pending):
+            yield cleaner.keep(workers.result())
 
 
-def _ignore_interrupts() -> None:
-    """Workers leave Ctrl-C to the main process, which stops them (no traceback from each)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+class _Filterers:
+    """_WORKERS forked processes that run `filter_chunk`, fed round-robin through a pipe each.
+
+    Chunk i goes to process i % _WORKERS and its result comes back on that process's pipe, so
+    results are read in corpus order. A thread per process sends the chunks (one is about a
+    megabyte, more than a pipe holds), so this process reads on meanwhile. Stopping early
+    (an error, Ctrl-C) kills the processes, and the senders end on the broken pipe: nothing
+    waits for a pipe that no one reads, the way multiprocessing.Pool's shutdown can hang.
+
+    fork, not spawn: spawn re-imports the caller's __main__, which an unguarded script would
+    run again in every worker. The workers only run filter_chunk, which takes no lock.
+    """
+
+    def __init__(self, job: tuple) -> None:
+        context = multiprocessing.get_context("fork")
+        self._pipes: list = []
+        self._processes: list = []
+        self._outboxes: list[queue.SimpleQueue] = []
+        self._senders: list[threading.Thread] = []
+        self._sent = self._received = 0
+        with _interrupts_ignored():  # inherited by the workers from their first instruction
+            for _ in range(_WORKERS):
+                ours, theirs = context.Pipe()
+                process = context.Process(target=_filter_loop, args=(theirs, job), daemon=True)
+                process.start()
+                theirs.close()
+                outbox: queue.SimpleQueue = queue.SimpleQueue()
+                sender = threading.Thread(target=_send_all, args=(ours, outbox), daemon=True)
+                sender.start()
+                self._pipes.append(ours)
+                self._processes.append(process)
+                self._outboxes.append(outbox)
+                self._senders.append(sender)
+
+    def submit(self, chunk: list[tuple[str, str]]) -> None:
+        self._outboxes[self._sent % _WORKERS].put(chunk)
+        self._sent += 1
+
+    def result(self) -> FilteredChunk:
+        """The next chunk's result, in the order the chunks were submitted."""
+        pipe = self._pipes[self._received % _WORKERS]
+        self._received += 1
+        failed, value = pipe.recv()
+        if failed:
+            raise value
+        return value
+
+    def __enter__(self) -> _Filterers:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        if kind is not None:
+            for process in self._processes:
+                process.kill()
+        for outbox in self._outboxes:
+            outbox.put(None)  # a worker ends after its last chunk; a sender then, or at once
+        for process in self._processes:
+            process.join(5)
+        for sender in self._senders:
+            sender.join(5)
+        for pipe in self._pipes:
+            pipe.close()
+
+
+@contextlib.contextmanager
+def _interrupts_ignored() -> Iterator[None]:
+    """SIGINT ignored in this process meanwhile (only the main thread may change it)."""
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: its signals are not ours to change
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _filter_loop(pipe, job: tuple) -> None:
+    """A worker: filter the chunks that come down `pipe` until None (or the pipe closes)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
+    while True:
+        try:
+            chunk = pipe.recv()
+        except EOFError:
+            return
+        if chunk is None:
+            return
+        try:
+            answer = (False, filter_chunk(chunk, *job))
+        except Exception as exc:  # handed to the main process, which raises it
+            answer = (True, exc)
+        pipe.send(answer)
+
+
+def _send_all(pipe, outbox: queue.SimpleQueue) -> None:
+    """A sender thread: pass the outbox's chunks down `pipe`, None last."""
+    while True:
+        item = outbox.get()
+        try:
+            pipe.send(item)
+        except OSError:  # the worker is gone: the main process is stopping
+            return
+        if item is None:
+            return
 
 
 def _stream(
