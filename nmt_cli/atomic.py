@@ -89,11 +89,17 @@ def staged_directory(final: str | os.PathLike, force: bool = False) -> Iterator[
     permissions (temporary ones start private).
     """
     final = Path(final)
-    if final.exists() and not force:
-        raise InputError(f"{final} already exists: choose another output directory or add --force")
     if final.exists() and not final.is_dir():
         raise InputError(f"{final} exists and is not a directory: remove it or choose another path")
+    if final.exists() and not force:
+        raise InputError(f"{final} already exists: choose another output directory or add --force")
     parent = final.parent
+    blocking = next((p for p in (parent, *parent.parents) if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        raise InputError(
+            f"cannot create {final}: {blocking} is a file, not a directory; "
+            "choose another output path"
+        )
     try:
         parent.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".partial", dir=parent))

@@ -193,12 +193,12 @@ def _read(stream: BinaryIO, done: int) -> bytes:
 
 def _read_error(name: str, exc: Exception, after: int) -> InputError:
     """The one-line error for a stream that stopped being readable after line `after`."""
+    where = f"after line {after:,}" if after else "before its first line"
     if isinstance(exc, _CORRUPT):
         return InputError(
-            f"{name} is a corrupt or truncated gzip file (after line {after}): "
-            "re-download or re-compress it"
+            f"{name} is a corrupt or truncated gzip file ({where}): re-download or re-compress it"
         )
-    return InputError(f"cannot read {name} (after line {after}): {getattr(exc, 'strerror', exc)}")
+    return InputError(f"cannot read {name} ({where}): {getattr(exc, 'strerror', exc)}")
 
 
 def _nul(raw: bytes, name: str, number: int, nul: str) -> bytes:

@@ -58,10 +58,13 @@ def test_tsv_gives_pairs_and_blank_lines_as_empty_pairs(tmp_path):
     assert list(read_pairs(ParallelSource(tsv=path))) == [("a", "A"), ("", ""), ("b", "B")]
 
 
-@pytest.mark.parametrize("line, columns", [(b"only one", 1), (b"a\tb\tc", 3)])
+@pytest.mark.parametrize(
+    "line, columns",
+    [(b"only one", "1 tab-separated column,"), (b"a\tb\tc", "3 tab-separated columns,")],
+)
 def test_tsv_with_wrong_column_count_names_the_line(tmp_path, line, columns):
     path = _write(tmp_path / "c.tsv", b"a\tA\n" + line + b"\n")
-    with pytest.raises(InputError, match=f"line 2 has {columns} tab-separated columns, expected 2"):
+    with pytest.raises(InputError, match=f"line 2 has {columns} expected 2"):
         list(read_pairs(ParallelSource(tsv=path)))
 
 
@@ -112,3 +115,11 @@ def test_a_source_needs_both_sides_or_a_tsv(tmp_path):
         ParallelSource(src=tmp_path / "a", tgt=tmp_path / "b", tsv=tmp_path / "c")
     with pytest.raises(ConfigError):
         ParallelSource()
+
+
+def test_a_gzip_broken_before_its_first_line_says_so(tmp_path):
+    path = _write(tmp_path / "bad.gz", b"\x1f\x8b\x08\x00garbage-garbage")
+    with pytest.raises(
+        InputError, match=r"corrupt or truncated gzip file \(before its first line\)"
+    ):
+        list(read_lines(path))

@@ -194,6 +194,18 @@ def test_existing_output_is_refused_unless_forced(corpus, tmp_path):
     assert load_data_dir(out).has_split("train")
 
 
+def test_an_output_path_through_a_file_is_refused_with_what_blocks_it(corpus, tmp_path):
+    plain = tmp_path / "notes.txt"
+    plain.write_text("mine")
+    for force in ([], ["--force"]):  # the same answer with --force: a file is never replaced
+        result = _prepare(*_train_args(corpus), "-o", plain, *force)
+        _assert_clean_error(result, str(plain), "not a directory")
+    _assert_clean_error(
+        _prepare(*_train_args(corpus), "-o", plain / "data"), str(plain), "not a directory"
+    )
+    assert plain.read_text() == "mine"
+
+
 def _bad(tmp_path: Path, kind: str) -> tuple[list, list[str]]:
     """Arguments for one kind of bad input, and the fragments its message must hold."""
     src, tgt = _write_pair(tmp_path, "train", _pairs(50))
@@ -216,7 +228,7 @@ def _bad(tmp_path: Path, kind: str) -> tuple[list, list[str]]:
     if kind == "tsv-columns":
         tsv = tmp_path / "c.tsv"
         tsv.write_text("a\tb\nno tab here\n", encoding="utf-8")
-        return ["--tsv", tsv], [str(tsv), "line 2", "1 tab-separated columns"]
+        return ["--tsv", tsv], [str(tsv), "line 2", "1 tab-separated column,"]
     if kind == "nothing-left":
         return [*ok, "--max-len", 1], ["no training pairs left after cleaning", "--max-len"]
     if kind == "empty-corpus":

@@ -112,7 +112,8 @@ def _read_tsv(path: Path) -> Iterator[tuple[str, str]]:
         columns = line.split("\t")
         if len(columns) != 2:
             raise InputError(
-                f"{path} line {number} has {len(columns)} tab-separated columns, expected 2 "
+                f"{path} line {number:,} has {len(columns)} tab-separated "
+                f"{'column' if len(columns) == 1 else 'columns'}, expected 2 "
                 "(source<TAB>target): fix that line or keep two columns with `cut -f1,2`"
             )
         yield columns[0], columns[1]
