@@ -6,7 +6,8 @@ and its data directory's test and train splits):
 
 - beam 5, batch 64: the first 256 test sentences, as `nmt translate --batch-size 64` does;
 - beam 5, batch 1: the first 24 test sentences, one at a time (an interactive user, a service);
-- one training update: 2,000 target tokens per update, forward, backward and Adam step.
+- one training update: the model's own tokens per update, label smoothing and learning rate
+  (2,000, 0 and 0.001 for the reference model), forward, backward and Adam step.
 
 Each is timed by Python-level phase (encoder, embeddings, GRU step, attention, attentional
 vector, output layer, beam bookkeeping, detokenisation): the model's and the search's functions
@@ -230,7 +231,7 @@ def translation(translator, lines: list[str], batch_size: int):
 
 
 def training(model_dir: Path, data_dir: Path, updates: int):
-    """A function that runs `updates` training updates of 2,000 target tokens each."""
+    """A function that runs `updates` training updates with the model's own training settings."""
     import numpy as np
     import torch
 
@@ -239,14 +240,15 @@ def training(model_dir: Path, data_dir: Path, updates: int):
     from nmt_cli.data.datadir import load_data_dir
     from nmt_cli.loss import Objective
 
-    model = checkpoint.load_model(model_dir, "cpu").model.train()
+    loaded = checkpoint.load_model(model_dir, "cpu")
+    model, train = loaded.model.train(), loaded.config.train
     data = load_data_dir(data_dir)
     src, tgt = data.ids("train", "src"), data.ids("train", "tgt")
     lengths = [np.array([len(side[i]) for i in range(len(side))]) for side in (src, tgt)]
-    batches = make_batches(*lengths, batch_tokens=2000, seed=1, epoch=0)[: 2 + updates]
+    batches = make_batches(*lengths, train.batch_tokens, seed=1, epoch=0)[: 2 + updates]
     prepared = [collate([src[i] for i in rows], [tgt[i] for i in rows]) for rows in batches]
-    objective = Objective(model, label_smoothing=0.1)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    objective = Objective(model, label_smoothing=train.label_smoothing)
+    optimizer = torch.optim.Adam(model.parameters(), lr=train.lr)
     state = {"next": 0}
 
     def one_update() -> int:
