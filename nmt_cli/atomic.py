@@ -100,10 +100,12 @@ def staged_directory(final: str | os.PathLike, force: bool = False) -> Iterator[
             f"cannot create {final}: {blocking} is a file, not a directory; "
             "choose another output path"
         )
+    created = [p for p in (parent, *parent.parents) if not p.exists()]  # made here, deepest first
     try:
         parent.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".partial", dir=parent))
     except OSError as exc:
+        _remove_empty(created)
         raise NmtError(f"cannot create {final}: {exc.strerror}") from exc
     try:
         yield stage
@@ -117,7 +119,17 @@ def staged_directory(final: str | os.PathLike, force: bool = False) -> Iterator[
             raise write_error(final, exc) from exc
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
+        _remove_empty(created)  # the parent directories made for `final`, if still empty
         raise
+
+
+def _remove_empty(directories: list[Path]) -> None:
+    """Remove `directories` (deepest first) while they are empty."""
+    for directory in directories:
+        try:
+            directory.rmdir()
+        except OSError:  # not empty (or already gone): leave it and everything above
+            return
 
 
 def _move_into_place(stage: Path, final: Path) -> None:

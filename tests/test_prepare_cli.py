@@ -206,6 +206,15 @@ def test_an_output_path_through_a_file_is_refused_with_what_blocks_it(corpus, tm
     assert plain.read_text() == "mine"
 
 
+def test_a_failed_prepare_removes_the_parent_directories_it_made(tmp_path):
+    src, tgt = _write_pair(tmp_path, "train", _pairs(50))
+    tgt.write_text("only one line\n", encoding="utf-8")  # the sides disagree: refused
+    (tmp_path / "kept").mkdir()
+    out = tmp_path / "kept" / "new" / "deeper" / "data"
+    _assert_clean_error(_prepare("--src", src, "--tgt", tgt, "-o", out), "no partner")
+    assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == []  # kept stays, new is gone
+
+
 def _bad(tmp_path: Path, kind: str) -> tuple[list, list[str]]:
     """Arguments for one kind of bad input, and the fragments its message must hold."""
     src, tgt = _write_pair(tmp_path, "train", _pairs(50))
