@@ -100,9 +100,9 @@ def staged_directory(final: str | os.PathLike, force: bool = False) -> Iterator[
             f"cannot create {final}: {blocking} is a file, not a directory; "
             "choose another output path"
         )
-    created = [p for p in (parent, *parent.parents) if not p.exists()]  # made here, deepest first
+    created: list[Path] = []  # the parent directories this call made, deepest first
     try:
-        parent.mkdir(parents=True, exist_ok=True)
+        _make_parents(parent, created)
         stage = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".partial", dir=parent))
     except OSError as exc:
         _remove_empty(created)
@@ -123,12 +123,30 @@ def staged_directory(final: str | os.PathLike, force: bool = False) -> Iterator[
         raise
 
 
+def _make_parents(parent: Path, created: list[Path]) -> None:
+    """Make `parent` and the directories above it that are missing, recording in `created`
+    (deepest first) only those this call made: one that exists, or that another process
+    makes meanwhile, is not ours to remove."""
+    for directory in reversed((parent, *parent.parents)):
+        try:
+            directory.mkdir()
+        except FileExistsError:
+            continue
+        except OSError:
+            if directory.is_dir():  # there, though not writable (a read-only mount): fine
+                continue
+            raise
+        created.insert(0, directory)
+
+
 def _remove_empty(directories: list[Path]) -> None:
     """Remove `directories` (deepest first) while they are empty."""
     for directory in directories:
         try:
             directory.rmdir()
-        except OSError:  # not empty (or already gone): leave it and everything above
+        except FileNotFoundError:
+            continue
+        except OSError:  # not empty: leave it and everything above
             return
 
 

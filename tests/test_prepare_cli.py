@@ -457,3 +457,13 @@ def test_same_input_gives_the_same_fingerprint(corpus, tmp_path):
         assert _prepare(*_train_args(corpus), "-o", tmp_path / name).exit_code == 0
         fingerprints.add(load_data_dir(tmp_path / name).fingerprint)
     assert len(fingerprints) == 1
+
+
+def test_a_failed_stage_never_removes_a_directory_it_did_not_make(tmp_path, monkeypatch):
+    from nmt_cli.atomic import staged_directory
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine").mkdir()  # empty, and the user's
+    with pytest.raises(RuntimeError), staged_directory("made/../mine/out"):
+        raise RuntimeError("the run failed")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]  # made/ is gone, mine/ kept

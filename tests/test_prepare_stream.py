@@ -13,6 +13,9 @@ import json
 import multiprocessing
 import random
 import re
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -305,3 +308,37 @@ def test_an_interrupt_while_workers_filter_stops_them_and_leaves_nothing(tmp_pat
     assert len(calls) == 4
     left = [c for c in multiprocessing.active_children() if c.pid not in before]
     assert not left  # the workers were stopped and reaped
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="forked workers and /proc: Linux only")
+def test_workers_see_their_pipe_close_when_the_main_process_dies(tmp_path):
+    # Each worker closes the pipe ends it inherited but does not own, so EOF reaches it when
+    # the process that feeds it is gone (else it would outlive a killed `nmt prepare`).
+    script = tmp_path / "feeder.py"
+    script.write_text(
+        "import os, sys\n"
+        "from nmt_cli.data import splits\n"
+        "workers = splits._Filterers((None, False))\n"
+        "workers.submit([('a', 'b')])\n"
+        "workers.result()\n"
+        "print(' '.join(str(p.pid) for p in workers._processes), flush=True)\n"
+        "os._exit(0)  # no cleanup: as if killed\n",
+        encoding="utf-8",
+    )
+    run = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=30, check=True
+    )
+    pids = [int(pid) for pid in run.stdout.split()]
+    assert len(pids) == splits_module._WORKERS
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+        time.sleep(0.05)
+    assert not any(_alive(pid) for pid in pids)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().split(") ")[-1][0] != "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return False

@@ -25,7 +25,7 @@ from typing import TypeVar
 from nmt_cli.data.clean import CleanCounts, CleanOptions, FilteredChunk, PairCleaner, filter_chunk
 from nmt_cli.data.corpus import ParallelSource, read_pairs
 from nmt_cli.data.datadir import SIDES, text_name
-from nmt_cli.errors import ConfigError, InputError
+from nmt_cli.errors import ConfigError, InputError, NmtError
 from nmt_cli.progress import OnEvent, count
 
 _CHUNK = 10_000  # pairs cleaned and written at a time
@@ -101,24 +101,36 @@ class _Filterers:
 
     def __init__(self, job: tuple) -> None:
         context = multiprocessing.get_context("fork")
-        self._pipes: list = []
         self._processes: list = []
         self._outboxes: list[queue.SimpleQueue] = []
         self._senders: list[threading.Thread] = []
         self._sent = self._received = 0
-        with _interrupts_ignored():  # inherited by the workers from their first instruction
-            for _ in range(_WORKERS):
-                ours, theirs = context.Pipe()
-                process = context.Process(target=_filter_loop, args=(theirs, job), daemon=True)
-                process.start()
+        pipes = [context.Pipe() for _ in range(_WORKERS)]  # (ours, theirs) for each worker
+        self._pipes = [ours for ours, _ in pipes]
+        try:
+            # Every worker is forked before any sender thread starts (fork with threads running
+            # is unsafe), with SIGINT already ignored; each closes the ends that are not its
+            # own, so a worker sees its pipe close (EOF) when this process dies.
+            with _interrupts_ignored():
+                for index, (_, theirs) in enumerate(pipes):
+                    others = [*self._pipes, *(t for i, (_, t) in enumerate(pipes) if i != index)]
+                    process = context.Process(
+                        target=_filter_loop, args=(theirs, others, job), daemon=True
+                    )
+                    process.start()
+                    self._processes.append(process)
+        except BaseException:
+            self._stop(killed=True)
+            raise
+        finally:
+            for _, theirs in pipes:
                 theirs.close()
-                outbox: queue.SimpleQueue = queue.SimpleQueue()
-                sender = threading.Thread(target=_send_all, args=(ours, outbox), daemon=True)
-                sender.start()
-                self._pipes.append(ours)
-                self._processes.append(process)
-                self._outboxes.append(outbox)
-                self._senders.append(sender)
+        for ours in self._pipes:
+            outbox: queue.SimpleQueue = queue.SimpleQueue()
+            sender = threading.Thread(target=_send_all, args=(ours, outbox), daemon=True)
+            sender.start()
+            self._outboxes.append(outbox)
+            self._senders.append(sender)
 
     def submit(self, chunk: list[tuple[str, str]]) -> None:
         self._outboxes[self._sent % _WORKERS].put(chunk)
@@ -126,9 +138,17 @@ class _Filterers:
 
     def result(self) -> FilteredChunk:
         """The next chunk's result, in the order the chunks were submitted."""
-        pipe = self._pipes[self._received % _WORKERS]
+        index = self._received % _WORKERS
         self._received += 1
-        failed, value = pipe.recv()
+        try:
+            failed, value = self._pipes[index].recv()
+        except (EOFError, OSError):  # the worker died: killed, or out of memory
+            process = self._processes[index]
+            process.join(1)
+            raise NmtError(
+                f"a cleaning worker process stopped unexpectedly (exit code {process.exitcode}; "
+                "killed, or out of memory?): run nmt prepare again"
+            ) from None
         if failed:
             raise value
         return value
@@ -137,7 +157,11 @@ class _Filterers:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
-        if kind is not None:
+        self._stop(killed=kind is not None)
+
+    def _stop(self, killed: bool) -> None:
+        """End the workers (after their last chunk, or at once when `killed`) and the senders."""
+        if killed:
             for process in self._processes:
                 process.kill()
         for outbox in self._outboxes:
@@ -164,9 +188,11 @@ def _interrupts_ignored() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-def _filter_loop(pipe, job: tuple) -> None:
+def _filter_loop(pipe, others: list, job: tuple) -> None:
     """A worker: filter the chunks that come down `pipe` until None (or the pipe closes)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
+    for end in others:  # the other ends this fork inherited: closed, or EOF would never come
+        end.close()
     while True:
         try:
             chunk = pipe.recv()
