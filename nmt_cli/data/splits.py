@@ -109,9 +109,9 @@ class _Filterers:
         self._pipes = [ours for ours, _ in pipes]
         try:
             # Every worker is forked before any sender thread starts (fork with threads running
-            # is unsafe), with SIGINT already ignored; each closes the ends that are not its
-            # own, so a worker sees its pipe close (EOF) when this process dies.
-            with _interrupts_ignored():
+            # is unsafe), with SIGINT held until it ignores it; each closes the ends that are
+            # not its own, so a worker sees its pipe close (EOF) when this process dies.
+            with _interrupts_held():
                 for index, (_, theirs) in enumerate(pipes):
                     others = [*self._pipes, *(t for i, (_, t) in enumerate(pipes) if i != index)]
                     process = context.Process(
@@ -175,22 +175,20 @@ class _Filterers:
 
 
 @contextlib.contextmanager
-def _interrupts_ignored() -> Iterator[None]:
-    """SIGINT ignored in this process meanwhile (only the main thread may change it)."""
-    try:
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except ValueError:  # not the main thread: its signals are not ours to change
-        yield
-        return
+def _interrupts_held() -> Iterator[None]:
+    """SIGINT blocked in this thread meanwhile: a Ctrl-C then arrives when it ends, not lost,
+    and the processes forked meanwhile start with it blocked (any thread may do this)."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _filter_loop(pipe, others: list, job: tuple) -> None:
     """A worker: filter the chunks that come down `pipe` until None (or the pipe closes)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # held while it was forked
     for end in others:  # the other ends this fork inherited: closed, or EOF would never come
         end.close()
     while True:
