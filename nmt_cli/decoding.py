@@ -17,10 +17,12 @@ from nmt_cli.batching import collate
 from nmt_cli.errors import ConfigError
 from nmt_cli.model.seq2seq import OutputLayer, Seq2Seq
 from nmt_cli.search import (
+    BeamSearch,
     Hypothesis,
     beam_search,
     check_beam_options,
     greedy_search,
+    mean_join,
     mean_step,
 )
 from nmt_cli.shortlist import Shortlist
@@ -115,9 +117,7 @@ def _search_batch(
 ) -> list[list[Hypothesis]]:
     src, lengths = _collated(sources, device)
     state = model.encode(src, lengths)
-    max_lengths = (lengths.float() * options.max_len_ratio + options.max_len_extra).long()
-    if options.max_len:  # one fixed limit, as the peers' max_length (bench/ compares at it)
-        max_lengths = torch.full_like(lengths, options.max_len)
+    max_lengths = _max_lengths(lengths, options)
     step, reorder, bos, eos, ids = model.step_log_probs, model.reorder, BOS_ID, EOS_ID, None
     if partners:  # an ensemble: each model encodes the sentences in its own source ids
         assert shortlist is None, "an ensemble has no shortlist"
@@ -151,6 +151,65 @@ def _search_batch(
     if ids is None:
         return nbests
     return [[replace(h, tokens=ids[h.tokens].tolist()) for h in nbest] for nbest in nbests]
+
+
+class SearchStream:
+    """A beam search that sentences join while it runs and leave as soon as they are done: the
+    continuous batching of `nmt serve`. Each sentence gets the n-best it gets from `decode_ids`
+    (up to float rounding, which depends on the batch a row is computed in, as there). Beam size
+    1 runs as a beam of one: greedy search's choices, but for exactly tied scores."""
+
+    def __init__(
+        self,
+        model: Seq2Seq,
+        device: torch.device,
+        options: SearchOptions,
+        with_attention: bool = True,
+        partners: Sequence[Seq2Seq] = (),
+    ) -> None:
+        options.check()
+        self.models, self.device, self.options = [model, *partners], device, options
+        step, reorder, join = model.step_log_probs, model.reorder, Seq2Seq.join
+        if partners:
+            step, reorder = mean_step(
+                [m.step_log_probs for m in self.models], [m.reorder for m in self.models]
+            )
+            join = mean_join([Seq2Seq.join] * len(self.models))
+        if not with_attention:
+            step = _without_attention(step)
+        self.search = BeamSearch(
+            step, reorder, BOS_ID, EOS_ID, options.beam_size, options.nbest, options.alpha,
+            options.early_stop, join,
+        )  # fmt: skip
+        for each in self.models:
+            each.eval()
+
+    @property
+    def active(self) -> int:
+        return self.search.active
+
+    @torch.inference_mode()
+    def add(self, sources: Sequence[Sequence[np.ndarray]]) -> list[int]:
+        """Add sentences, given as each model's source ids (one list per model, same length);
+        return their ids in the search. Every sentence must have at least one piece."""
+        src, lengths = _collated(sources[0], self.device)
+        state = self.models[0].encode(src, lengths)
+        if len(self.models) > 1:
+            state = (state, *(m.encode(*_collated(own, self.device))
+                              for m, own in zip(self.models[1:], sources[1:], strict=True)))  # fmt: skip
+        return self.search.add(state, _max_lengths(lengths, self.options))
+
+    @torch.inference_mode()
+    def step(self) -> list[tuple[int, list[Hypothesis]]]:
+        """One search step; the (id, n-best) of the sentences it finished."""
+        return self.search.step()
+
+
+def _max_lengths(lengths: torch.Tensor, options: SearchOptions) -> torch.Tensor:
+    """The most target pieces each sentence may get, from its source length (B,)."""
+    if options.max_len:  # one fixed limit, as the peers' max_length (bench/ compares at it)
+        return torch.full_like(lengths, options.max_len)
+    return (lengths.float() * options.max_len_ratio + options.max_len_extra).long()
 
 
 def _collated(sources: Sequence[np.ndarray], device: torch.device):

@@ -17,6 +17,9 @@ Conventions shared by both searches:
   L = len(tokens) + 1, the number of scored steps including EOS (as OpenNMT-py and Joey NMT count).
 - Every index given to `step` and `reorder` lives on the device of `max_lengths`: pass it on the
   model's device. Attention in the results is on the CPU.
+- Sentences may join a running beam search between its steps (`BeamSearch.add`, given a `join`
+  function for the states); each counts its own steps, so its n-best is the one it would get
+  in a batch of its own.
 - Beam search stops a sentence when no live hypothesis can change its n-best (exact). With
   `early_stop`, it also stops one once the best extension of some step has ended the sentence
   and its n-best list is full, the rule of OpenNMT-py and Joey NMT: fewer steps, and the n-best
@@ -40,6 +43,8 @@ StepFn = Callable[[torch.Tensor, State], tuple[torch.Tensor, State, torch.Tensor
 # step(prev_tokens (R,) long, state) -> (log_probs (R, V), new_state, attention (R, S) or None)
 ReorderFn = Callable[[State, torch.Tensor], State]
 # reorder(state, index (R',) long) -> the state of rows `index` (repeats allowed)
+JoinFn = Callable[[State, State], State]
+# join(state, other) -> one state holding the rows of `state`, then those of `other`
 
 NEG_INF = float("-inf")
 
@@ -88,21 +93,45 @@ class _Trail:
             assert self.tokens.size(1) == 0, "attention must be given at every step or never"
             return _Trail(new_tokens, step_rows)
         old_rows = self.attention if rows is None else self.attention[rows]  # (R', t, S)
+        width = step_rows.size(2)
+        if old_rows.size(2) > width:  # a joined state dropped padding columns (all zero here)
+            old_rows = old_rows[:, :, :width]
+        elif old_rows.size(2) < width:  # a longer source joined: pad the older rows
+            old_rows = torch.nn.functional.pad(old_rows, (0, width - old_rows.size(2)))
         return _Trail(new_tokens, torch.cat([old_rows, step_rows], dim=1))
 
-    def hypotheses(self, log_probs: torch.Tensor, alpha: float) -> list[Hypothesis]:
-        """Hypotheses for every row, each ended by EOS as its last token, raw scores (R,)."""
+    def join(self, rows: int) -> _Trail:
+        """This trail followed by `rows` new paths, blank so far (for sentences that join)."""
+        tokens = self.tokens.new_zeros(rows, self.tokens.size(1))
+        attention = None
+        if self.attention is not None:
+            attention = torch.cat(
+                [self.attention, self.attention.new_zeros(rows, *self.attention.shape[1:])]
+            )
+        return _Trail(torch.cat([self.tokens, tokens]), attention)
+
+    def drop(self, columns: int) -> _Trail:
+        """The trail without its first `columns` steps (no live path still needs them)."""
+        attention = None if self.attention is None else self.attention[:, columns:]
+        return _Trail(self.tokens[:, columns:], attention)
+
+    def hypotheses(
+        self, log_probs: torch.Tensor, alpha: float, starts: list[int] | None = None
+    ) -> list[Hypothesis]:
+        """Hypotheses for every row, each ended by EOS as its last token, raw scores (R,);
+        row r's own path begins at column `starts[r]` (0 for all rows without `starts`)."""
         token_lists = self.tokens.tolist()
         attention = [None] * len(token_lists) if self.attention is None else self.attention.cpu()
+        starts = starts or [0] * len(token_lists)
         return [
             Hypothesis(
-                tokens=tokens[:-1],
-                score=log_prob / length_penalty(len(tokens), alpha),
+                tokens=tokens[start:-1],
+                score=log_prob / length_penalty(len(tokens) - start, alpha),
                 log_prob=log_prob,
-                attention=rows,
+                attention=None if rows is None else rows[start:],
             )
-            for tokens, log_prob, rows in zip(
-                token_lists, log_probs.tolist(), attention, strict=True
+            for tokens, log_prob, rows, start in zip(
+                token_lists, log_probs.tolist(), attention, starts, strict=True
             )
         ]
 
@@ -166,8 +195,9 @@ def greedy_search(
 class _Beam:
     """The live hypotheses of the active sentences, rows ordered sentence-major."""
 
-    sentences: torch.Tensor  # (A,) batch index of each active sentence
+    sentences: torch.Tensor  # (A,) id of each active sentence
     limits: torch.Tensor  # (A,) the most tokens each may generate
+    born: torch.Tensor  # (A,) the search step at which each joined (0 for a batch started together)
     scores: torch.Tensor  # (A, W) raw log-prob of each live hypothesis, -inf where none is live
     trail: _Trail  # (A*W, t) their tokens and attention
     bar: torch.Tensor  # (A,) score a new hypothesis must beat to enter the n-best; -inf until full
@@ -181,11 +211,24 @@ class _Beam:
         return _Beam(
             self.sentences[keep],
             self.limits[keep],
+            self.born[keep],
             self.scores[keep],
             self.trail,
             self.bar[keep],
             self.top_ended[keep],
         )
+
+    def join(self, other: _Beam) -> _Beam:
+        """These sentences followed by `other`'s (their trail rows already joined to this one)."""
+        return _Beam(
+            *(torch.cat([mine, theirs]) for mine, theirs in (
+                (self.sentences, other.sentences), (self.limits, other.limits),
+                (self.born, other.born), (self.scores, other.scores),
+            )),
+            self.trail,
+            torch.cat([self.bar, other.bar]),
+            torch.cat([self.top_ended, other.top_ended]),
+        )  # fmt: skip
 
 
 def mean_step(steps: Sequence[StepFn], reorders: Sequence[ReorderFn]) -> tuple[StepFn, ReorderFn]:
@@ -201,6 +244,15 @@ def mean_step(steps: Sequence[StepFn], reorders: Sequence[ReorderFn]) -> tuple[S
         return tuple(own(state, index) for own, state in zip(reorders, states, strict=True))
 
     return step, reorder
+
+
+def mean_join(joins: Sequence[JoinFn]) -> JoinFn:
+    """The join of an ensemble's states (tuples of the models' own, as `mean_step` keeps them)."""
+
+    def join(states: tuple, others: tuple) -> tuple:
+        return tuple(own(a, b) for own, a, b in zip(joins, states, others, strict=True))
+
+    return join
 
 
 def check_beam_options(beam_size: int, nbest: int) -> None:
@@ -256,7 +308,7 @@ def _best_extensions(
 
 def _collect_finished(
     beam: _Beam,
-    finished: list[list[Hypothesis]],
+    finished: dict[int, list[Hypothesis]],
     scores: torch.Tensor,
     rows: torch.Tensor,
     tokens: torch.Tensor,
@@ -264,15 +316,18 @@ def _collect_finished(
     eos: int,
     nbest: int,
     alpha: float,
+    first_column: int,
 ) -> torch.Tensor:
-    """Move extensions ending in EOS (A, W') to their sentence's n-best; return the live scores."""
+    """Move extensions ending in EOS (A, W') to their sentence's n-best; return the live scores.
+    `first_column` is the search step of the trail's first column."""
     ended = (tokens == eos) & scores.isfinite()  # (A, W')
     if not bool(ended.any()):
         return scores
     where, _ = ended.nonzero(as_tuple=True)
     trail = beam.trail.extend(rows[ended], tokens[ended], attention)
-    hypotheses = trail.hypotheses(scores[ended], alpha)
-    touched: dict[int, int] = {}  # batch index -> active index
+    starts = (beam.born[where] - first_column).tolist() if first_column or beam.born.any() else None
+    hypotheses = trail.hypotheses(scores[ended], alpha, starts)
+    touched: dict[int, int] = {}  # sentence id -> active index
     for active, sentence, hypothesis in zip(
         where.tolist(), beam.sentences[where].tolist(), hypotheses, strict=True
     ):
@@ -287,24 +342,168 @@ def _collect_finished(
     return scores.masked_fill(ended, NEG_INF)
 
 
-def _settled(beam: _Beam, scores: torch.Tensor, t: int, alpha: float) -> torch.Tensor:
+def _settled(
+    beam: _Beam, scores: torch.Tensor, own_penalty: torch.Tensor, alpha: float
+) -> torch.Tensor:
     """Which active sentences (A,) no live hypothesis can still change the n-best of.
 
     A live hypothesis has t tokens and will end after L in [t + 1, limit + 1] scored steps with
     a raw score no higher than now (log-probs are <= 0). Its best final score is thus at most
-    raw / max(lp(t + 1), lp(limit + 1)), the penalty being monotone in L for any alpha. If the
-    best live bound cannot beat the n-th kept score, nothing later can enter the n-best (exact
-    up to float32 rounding, the precision the scores are summed in).
+    raw / max(lp(t + 1), lp(limit + 1)), the penalty being monotone in L for any alpha; each
+    sentence's lp(t + 1) is given as `own_penalty` (A,). If the best live bound cannot beat the
+    n-th kept score, nothing later can enter the n-best (exact up to float32 rounding, the
+    precision the scores are summed in).
     """
     best_live = scores.max(dim=1).values  # (A,) -inf when nothing is live
-    penalty = torch.maximum(
-        length_penalty(beam.limits + 1, alpha),
-        torch.full_like(best_live, length_penalty(t + 1, alpha)),
-    )
+    penalty = torch.maximum(length_penalty(beam.limits + 1, alpha), own_penalty)
     return best_live / penalty <= beam.bar
 
 
-@torch.no_grad()
+class BeamSearch:
+    """A running beam search: sentences join it between steps and leave it once settled.
+
+    `add` puts sentences in (their encoded state and length limits) and `step` runs one step for
+    every active sentence, returning the n-best lists of those it settled. Each sentence counts
+    its own steps, so its n-best is the one it gets in a batch of its own. A sentence leaves as
+    soon as its n-best is settled (see `_settled`), with the same result as running its beam
+    until no live hypothesis remains; with `early_stop` it also leaves once a step's best
+    extension has ended it and its n-best is full (see the module notes).
+
+    Sentences added to a search with active ones start with W rows (the width of the others),
+    all but the first dead, so every sentence keeps W consecutive rows and a model's per-sentence
+    memory stays shared by its rows; that needs `join`. Sentences added to an empty search start
+    with one row each.
+    """
+
+    def __init__(
+        self,
+        step: StepFn,
+        reorder: ReorderFn,
+        bos: int,
+        eos: int,
+        beam_size: int = 5,
+        nbest: int = 1,
+        alpha: float = 1.0,
+        early_stop: bool = False,
+        join: JoinFn | None = None,
+    ) -> None:
+        check_beam_options(beam_size, nbest)
+        self._step, self._reorder, self._join = step, reorder, join
+        self.bos, self.eos = bos, eos
+        self.beam_size, self.nbest, self.alpha, self.early_stop = (
+            beam_size,
+            nbest,
+            alpha,
+            early_stop,
+        )
+        self._beam: _Beam | None = None
+        self._state: State = None
+        self._prev: torch.Tensor | None = None  # (A*W,) the token each row reads next
+        self._t = 0  # steps run since the search was last empty
+        self._first_column = 0  # the step of the trail's first column
+        self._finished: dict[int, list[Hypothesis]] = {}
+        self._next_id = 0
+        self._penalties: list[float] = []  # length_penalty(L, alpha) for L = 0, 1, ...
+
+    @property
+    def active(self) -> int:
+        """How many sentences are still being searched."""
+        return 0 if self._beam is None else self._beam.sentences.numel()
+
+    @torch.no_grad()
+    def add(self, state: State, max_lengths: torch.Tensor) -> list[int]:
+        """Put the sentences of `state` (B rows) into the search; return their ids, in order.
+
+        `max_lengths` (B,) are the most tokens each may generate, on the model's device.
+        """
+        count = max_lengths.numel()
+        ids = list(range(self._next_id, self._next_id + count))
+        self._next_id += count
+        if not count:
+            return ids
+        for sentence in ids:
+            self._finished[sentence] = []
+        device = max_lengths.device
+        width = 1 if self._beam is None else self._beam.scores.size(1)
+        scores = torch.full((count, width), NEG_INF, device=device)
+        scores[:, 0] = 0.0  # one live row per new sentence, the others dead
+        newcomers = _Beam(
+            sentences=torch.tensor(ids, device=device),
+            limits=max_lengths,
+            born=torch.full((count,), self._t, dtype=torch.long, device=device),
+            scores=scores,
+            trail=_Trail.empty(count * width, device),
+            bar=torch.full((count,), NEG_INF, device=device),
+            top_ended=torch.zeros(count, dtype=torch.bool, device=device),
+        )
+        prev = torch.full((count * width,), self.bos, dtype=torch.long, device=device)
+        if self._beam is None:
+            self._beam, self._state, self._prev = newcomers, state, prev
+            return ids
+        assert self._join is not None, "a search with active sentences needs `join` to add more"
+        if width > 1:
+            state = self._reorder(
+                state, torch.arange(count, device=device).repeat_interleave(width)
+            )
+        self._state = self._join(self._state, state)
+        self._prev = torch.cat([self._prev, prev])
+        trail = self._beam.trail.join(count * width)
+        self._beam = self._beam.join(newcomers)
+        self._beam.trail = trail
+        return ids
+
+    @torch.no_grad()
+    def step(self) -> list[tuple[int, list[Hypothesis]]]:
+        """One step for every active sentence; the (id, n-best, best first) of those it settled."""
+        beam = self._beam
+        if beam is None:
+            return []
+        log_probs, state, attention = self._step(self._prev, self._state)  # (A*W, V), (A*W, S)
+        own_steps = self._t - beam.born  # (A,)
+        at_limit = (beam.limits <= own_steps).repeat_interleave(beam.scores.size(1))  # (A*W,)
+        log_probs = _close_all_but_eos(log_probs, at_limit, self.eos)
+        scores, rows, tokens = _best_extensions(beam.scores, log_probs, self.beam_size)  # (A, W')
+        self._t += 1
+        scores = _collect_finished(
+            beam, self._finished, scores, rows, tokens, attention, self.eos, self.nbest,
+            self.alpha, self._first_column,
+        )  # fmt: skip
+        settled = _settled(beam, scores, self._own_penalty(own_steps + 2), self.alpha)  # (A,)
+        if self.early_stop:
+            beam.top_ended |= tokens[:, 0] == self.eos  # topk is sorted: column 0 is the best
+            settled |= beam.top_ended & (beam.bar > NEG_INF)  # the bar is set once n-best is full
+        done: list[tuple[int, list[Hypothesis]]] = []
+        if bool(settled.any()):
+            done = [(s, self._finished.pop(s)) for s in beam.sentences[settled].tolist()]
+            keep = (~settled).nonzero().squeeze(1)  # (A',)
+            if keep.numel() == 0:
+                self._beam, self._state, self._prev, self._t, self._first_column = (
+                    None, None, None, 0, 0,
+                )  # fmt: skip
+                return done
+            beam, scores, rows, tokens = beam.select(keep), scores[keep], rows[keep], tokens[keep]
+        rows, self._prev = rows.flatten(), tokens.flatten()  # (A*W',)
+        self._state = self._reorder(state, rows)
+        beam.trail = beam.trail.extend(rows, self._prev, attention)
+        beam.scores = scores
+        oldest = int(beam.born.min()) if done else self._first_column
+        if oldest > self._first_column:  # no live path needs the trail's first steps any more
+            beam.trail = beam.trail.drop(oldest - self._first_column)
+            self._first_column = oldest
+        self._beam = beam
+        return done
+
+    def _own_penalty(self, lengths: torch.Tensor) -> torch.Tensor:
+        """length_penalty(L) for each of `lengths` (A,), from a table of Python floats: the same
+        float32 values a scalar penalty gives."""
+        need = int(lengths.max()) + 1
+        if need > len(self._penalties):
+            more = range(len(self._penalties), max(need, 2 * len(self._penalties)))
+            self._penalties += [length_penalty(L, self.alpha) for L in more]
+            self._table = torch.tensor(self._penalties, device=lengths.device)
+        return self._table[lengths]
+
+
 def beam_search(
     step: StepFn,
     reorder: ReorderFn,
@@ -318,48 +517,14 @@ def beam_search(
     alpha: float = 1.0,
     early_stop: bool = False,
 ) -> list[list[Hypothesis]]:
-    """Translate each sentence with beam search; return up to `nbest` hypotheses each, best first.
-
-    The first step runs on one row per sentence; its back-pointers expand the state to the beam.
-    A sentence leaves the batch as soon as its n-best is settled (see `_settled`); the result is
-    the same as running every beam until no live hypothesis remains. With `early_stop` it also
-    leaves once a step's best extension has ended it and its n-best is full (see the module
-    notes).
-    """
-    check_beam_options(beam_size, nbest)
+    """Translate each sentence of a batch with beam search; up to `nbest` hypotheses each, best
+    first (see `BeamSearch`). The first step runs on one row per sentence; its back-pointers
+    expand the state to the beam."""
     assert max_lengths.shape == (batch_size,), "max_lengths must be (B,)"
-    device = max_lengths.device
+    search = BeamSearch(step, reorder, bos, eos, beam_size, nbest, alpha, early_stop)
+    search.add(state, max_lengths)
     finished: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
-    beam = _Beam(
-        sentences=torch.arange(batch_size, device=device),
-        limits=max_lengths,
-        scores=torch.zeros(batch_size, 1, device=device),  # (A, 1): one live row at the start
-        trail=_Trail.empty(batch_size, device),
-        bar=torch.full((batch_size,), NEG_INF, device=device),
-        top_ended=torch.zeros(batch_size, dtype=torch.bool, device=device),
-    )
-    prev = torch.full((batch_size,), bos, dtype=torch.long, device=device)  # (A*W,)
-    t = 0
-    while beam.sentences.numel():
-        log_probs, state, attention = step(prev, state)  # (A*W, V), (A*W, S)
-        at_limit = (beam.limits <= t).repeat_interleave(beam.scores.size(1))  # (A*W,)
-        log_probs = _close_all_but_eos(log_probs, at_limit, eos)
-        scores, rows, tokens = _best_extensions(beam.scores, log_probs, beam_size)  # (A, W')
-        t += 1
-        scores = _collect_finished(
-            beam, finished, scores, rows, tokens, attention, eos, nbest, alpha
-        )
-        settled = _settled(beam, scores, t, alpha)  # (A,)
-        if early_stop:
-            beam.top_ended |= tokens[:, 0] == eos  # topk is sorted: column 0 is the best
-            settled |= beam.top_ended & (beam.bar > NEG_INF)  # the bar is set once n-best is full
-        if bool(settled.any()):
-            keep = (~settled).nonzero().squeeze(1)  # (A',)
-            beam, scores, rows, tokens = beam.select(keep), scores[keep], rows[keep], tokens[keep]
-            if keep.numel() == 0:
-                break
-        rows, prev = rows.flatten(), tokens.flatten()  # (A*W',)
-        state = reorder(state, rows)
-        beam.trail = beam.trail.extend(rows, prev, attention)
-        beam.scores = scores
+    while search.active:
+        for sentence, nbest_list in search.step():
+            finished[sentence] = nbest_list
     return finished

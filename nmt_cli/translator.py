@@ -8,7 +8,7 @@ ids is `decoding.decode_ids`.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,7 +29,7 @@ from nmt_cli.specials import UNK_ID
 if TYPE_CHECKING:
     from nmt_cli.data.tokenizer import Tokenizer
 
-__all__ = ["SearchOptions", "Translation", "Translator"]
+__all__ = ["SearchOptions", "Translation", "TranslationStream", "Translator"]
 
 
 @dataclass
@@ -160,6 +160,10 @@ class Translator:
             results[i] = self._finish(lines[i], encoded[i], nbests[k], replace_unk, with_attention)
         return results
 
+    def stream(self, options: SearchOptions, with_attention: bool = False) -> TranslationStream:
+        """A running search that lines join at any step and leave once translated (`nmt serve`)."""
+        return TranslationStream(self, options, with_attention)
+
     def _encode_source(self, line: str) -> tuple[np.ndarray, bool]:
         ids = self.src_tokenizer.encode(line.strip())
         truncated = len(ids) > self.max_source_pieces
@@ -281,6 +285,56 @@ class Translator:
             rows.append(weights[0].float().cpu())
         attention = torch.stack(rows).numpy()[:, : len(src_ids)]
         return (*self._piece_names(src_ids, tgt_ids), attention)
+
+
+class TranslationStream:
+    """Lines translated by one running search (`decoding.SearchStream`): `add` puts lines in
+    between steps, `step` advances the search and returns the lines it finished, each with the
+    tag it was added with. A line gets the translation `translate_chunk` gives it."""
+
+    def __init__(self, translator: Translator, options: SearchOptions, with_attention: bool):
+        assert translator.shortlist is None, "a stream of translations has no shortlist"
+        self.translator, self.with_attention = translator, with_attention
+        self.search = decoding.SearchStream(
+            translator.model, translator.device, options, with_attention,
+            [partner.model for partner in translator.partners],
+        )  # fmt: skip
+        self._lines: dict[int, tuple[Hashable, str, tuple[np.ndarray, bool]]] = {}
+        self._ready: list[tuple[Hashable, Translation]] = []  # empty lines: nothing to search
+
+    @property
+    def active(self) -> int:
+        """Lines added and not yet returned."""
+        return self.search.active + len(self._ready)
+
+    def add(self, items: Sequence[tuple[Hashable, str]]) -> None:
+        """Put lines, each with its tag, into the search."""
+        translator, searched = self.translator, []
+        for tag, line in items:
+            encoded = translator._encode_source(line)
+            if len(encoded[0]):
+                searched.append((tag, line, encoded))
+            else:
+                self._ready.append((tag, Translation(source=line, text="", truncated=encoded[1])))
+        if not searched:
+            return
+        sources = [[encoded[0] for _, _, encoded in searched]]
+        for partner in translator.partners:
+            sources.append([partner._encode_source(line)[0] for _, line, _ in searched])
+        for sentence, item in zip(self.search.add(sources), searched, strict=True):
+            self._lines[sentence] = item
+
+    def step(self) -> list[tuple[Hashable, Translation]]:
+        """One search step; the (tag, translation) of every line it finished."""
+        done, self._ready = self._ready, []
+        if self.search.active:
+            for sentence, nbest in self.search.step():
+                tag, line, encoded = self._lines.pop(sentence)
+                translation = self.translator._finish(
+                    line, encoded, nbest, False, self.with_attention
+                )
+                done.append((tag, translation))
+        return done
 
 
 def _check_same_target(first: Path, other: Path) -> None:

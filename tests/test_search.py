@@ -387,3 +387,47 @@ def test_impossible_beam_options_are_config_errors(beam_size: int, nbest: int) -
     model = MarkovModel()
     with pytest.raises(ConfigError, match="beam size|nbest"):
         run_beam(model, [0], [3], beam_size=beam_size, nbest=nbest)
+
+
+def _join_markov(state, other):
+    return torch.cat([state[0], other[0]]), torch.cat([state[1], other[1]])
+
+
+@pytest.mark.parametrize("early_stop", [False, True])
+@pytest.mark.parametrize(("beam_size", "nbest", "alpha"), [(1, 1, 1.0), (3, 2, 0.6), (5, 5, 1.0)])
+def test_sentences_joining_a_running_search_get_their_own_n_best(
+    beam_size: int, nbest: int, alpha: float, early_stop: bool
+) -> None:
+    model = MarkovModel(sentences=8, seed=3)
+    limits = [3, 7, 0, 10, 5, 9, 2, 11]
+    options = {"beam_size": beam_size, "nbest": nbest, "alpha": alpha, "early_stop": early_stop}
+    alone = [run_beam(model, [s], [limits[s]], **options)[0] for s in range(8)]
+    running = search.BeamSearch(model.step, model.reorder, BOS, EOS, **options, join=_join_markov)
+    joining = {0: [0, 1], 1: [2], 3: [3, 4, 5], 4: [6], 9: [7]}  # step -> sentences added then
+    ids: dict[int, int] = {}
+    results: dict[int, list[Hypothesis]] = {}
+    steps = 0
+    while running.active or steps <= max(joining):
+        if added := joining.get(steps):
+            given = running.add(model.start(added), torch.tensor([limits[s] for s in added]))
+            ids.update(zip(given, added, strict=True))
+        results.update((ids[i], nbest_list) for i, nbest_list in running.step())
+        steps += 1
+    assert sorted(results) == list(range(8))
+    for sentence in range(8):
+        got, want = results[sentence], alone[sentence]
+        assert [(h.tokens, h.score, h.log_prob) for h in got] == [
+            (h.tokens, h.score, h.log_prob) for h in want
+        ]
+        assert all(torch.equal(g.attention, w.attention) for g, w in zip(got, want, strict=True))
+
+
+def test_a_search_with_active_sentences_keeps_its_rows_per_sentence_when_more_join() -> None:
+    model = MarkovModel(seed=4, eos_bias=-30.0)  # nothing ends before its limit
+    running = search.BeamSearch(model.step, model.reorder, BOS, EOS, beam_size=4, join=_join_markov)
+    running.add(model.start([0]), torch.tensor([10]))
+    running.step()
+    rows_before = model.rows[-1]
+    running.add(model.start([1, 2]), torch.tensor([10, 10]))
+    running.step()
+    assert rows_before == 1 and model.rows[-1] == 3 * 4  # the newcomers start with 4 rows each

@@ -165,51 +165,118 @@ def test_concurrent_requests_are_batched_and_equal_nmt_translate(translator, exp
     assert [a["source"] for a in answers] == LINES
 
 
-def test_requests_waiting_together_are_translated_in_one_batch():
-    calls = []
+class FakeStream:
+    """A search in which a line takes one step per character and comes back upper-cased."""
 
-    def translate(lines, beam, align):
-        calls.append((list(lines), beam, align))
-        return [line.upper() for line in lines]
+    def __init__(self, beam, align, log, step_seconds=0.0, fail_on=None):
+        self.key, self.log, self.step_seconds, self.fail_on = (
+            (beam, align),
+            log,
+            step_seconds,
+            fail_on,
+        )
+        self.lines = {}  # tag -> [line, steps left]
+        self.most = 0  # the most lines it held at once
 
-    batcher = Batcher(translate, window=0.0, max_lines=64)
+    @property
+    def active(self):
+        return len(self.lines)
+
+    def add(self, items):
+        self.log.append((self.key, [line for _, line in items], id(self)))
+        for tag, line in items:
+            self.lines[tag] = [line, len(line)]
+        self.most = max(self.most, len(self.lines))
+
+    def step(self):
+        time.sleep(self.step_seconds)
+        if self.fail_on is not None and any(
+            line == self.fail_on for line, _ in self.lines.values()
+        ):
+            raise RuntimeError(self.fail_on)
+        done = []
+        for tag, entry in list(self.lines.items()):
+            entry[1] -= 1
+            if entry[1] <= 0:
+                done.append((tag, entry[0].upper()))
+                del self.lines[tag]
+        return done
+
+
+def fake_streams(log, **kwargs):
+    streams = []
+
+    def open_stream(beam, align):
+        streams.append(FakeStream(beam, align, log, **kwargs))
+        return streams[-1]
+
+    return open_stream, streams
+
+
+def test_requests_waiting_together_start_as_one_batch():
+    log = []
+    open_stream, _ = fake_streams(log)
+    batcher = Batcher(open_stream, window=0.0, max_lines=64)
     requests = [TranslateRequest(["a", "b"], 5, False), TranslateRequest(["c"], 5, False)]
-    requests.append(TranslateRequest(["d"], 1, False))  # other settings: a batch of its own
+    requests.append(TranslateRequest(["d"], 1, False))  # other settings: a search of its own
     futures = [batcher.submit(request) for request in requests]  # queued before the worker runs
     batcher.start().close()
     assert [f.result() for f in futures] == [["A", "B"], ["C"], ["D"]]
-    assert calls == [(["a", "b", "c"], 5, False), (["d"], 1, False)]
+    assert [(key, lines) for key, lines, _ in log] == [
+        ((5, False), ["a", "b", "c"]),
+        ((1, False), ["d"]),
+    ]
 
 
-def test_a_batch_stays_open_while_requests_keep_coming_within_the_window():
-    calls = []
-
-    def translate(lines, beam, align):
-        calls.append(list(lines))
-        return lines
-
-    batcher = Batcher(translate, window=1.0).start()
+def test_an_idle_worker_waits_while_requests_keep_coming_within_the_window():
+    log = []
+    batcher = Batcher(fake_streams(log)[0], window=1.0).start()
     futures = []
     for line in ("a", "b", "c"):  # 0.6 s apart: the last comes past one window after the first
         futures.append(batcher.submit(TranslateRequest([line], 5, False)))
         time.sleep(0.6)
-    assert [f.result() for f in futures] == [["a"], ["b"], ["c"]]
+    assert [f.result() for f in futures] == [["A"], ["B"], ["C"]]
     batcher.close()
-    assert calls == [["a", "b", "c"]]
+    assert [lines for _, lines, _ in log] == [["a", "b", "c"]]
 
 
-def test_a_failing_batch_fails_its_requests_only():
-    def translate(lines, beam, align):
-        if "boom" in lines:
-            raise RuntimeError("boom")
-        return lines
+def test_a_request_joins_the_running_search_and_is_answered_when_its_line_is_done():
+    log = []
+    open_stream, streams = fake_streams(log, step_seconds=0.01)
+    batcher = Batcher(open_stream, window=0.0).start()
+    long = batcher.submit(TranslateRequest(["x" * 300], 5, False))  # 300 steps: about 3 s
+    while not log:
+        time.sleep(0.01)
+    short = batcher.submit(TranslateRequest(["ab", "c"], 5, False))
+    assert short.result(timeout=2) == ["AB", "C"]
+    assert not long.done()  # the short request did not wait for the long line
+    assert long.result() == ["X" * 300]
+    batcher.close()
+    assert len(streams) == 1 and [lines for _, lines, _ in log] == [["x" * 300], ["ab", "c"]]
 
-    batcher = Batcher(translate, window=0.0).start()
+
+def test_no_more_than_max_lines_are_searched_at_once_and_results_keep_their_order():
+    log = []
+    open_stream, streams = fake_streams(log)
+    batcher = Batcher(open_stream, window=0.0, max_lines=2)
+    lines = ["aaa", "b", "cc", "d", "eeee"]
+    first, second = (batcher.submit(TranslateRequest(x, 5, False)) for x in (lines, ["f"]))
+    batcher.start().close()
+    assert first.result() == [x.upper() for x in lines] and second.result() == ["F"]
+    assert streams[0].most == 2
+    assert [x for _, added, _ in log for x in added] == [*lines, "f"]  # first come, first served
+
+
+def test_a_failing_search_fails_its_requests_only():
+    log = []
+    batcher = Batcher(fake_streams(log, fail_on="boom")[0], window=0.0).start()
     failed = batcher.submit(TranslateRequest(["boom"], 5, False))
     with pytest.raises(RuntimeError):
         failed.result()
-    assert batcher.submit(TranslateRequest(["fine"], 5, False)).result() == ["fine"]
+    assert batcher.submit(TranslateRequest(["fine"], 5, False)).result() == ["FINE"]
+    assert batcher.submit(TranslateRequest(["ok"], 1, False)).result() == ["OK"]
     batcher.close()
+    assert len({stream for _, _, stream in log}) == 3  # the failed search was replaced
 
 
 def test_load_32_clients_50_requests_each_lose_nothing(translator):

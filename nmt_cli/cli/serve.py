@@ -31,7 +31,7 @@ def serve(
     max_batch: int = _limit(64, "Lines translated together at most.", "--max-batch"),
     window_ms: float = _limit(
         5.0,
-        "A batch closes once no request came for this many ms (8 times that after its first).",
+        "When idle, start once no request came for this many ms (8 times that after the first).",
         "--window-ms",
     ),
     quantize: bool = typer.Option(False, "--quantize", help="int8 dynamic quantization (CPU)."),

@@ -75,6 +75,27 @@ class Memory:
             group,
         )
 
+    def join(self, other: Memory) -> Memory:
+        """The entries of this memory, then `other`'s (same rows per entry), padded to one source
+        length: the longer of the two sources' real lengths, so padding left by sentences that
+        have gone is dropped. Origins are not kept (they index one batch's sentences)."""
+        assert self.group == other.group, "joined memories need the same rows per entry"
+        width = int(max(self.mask.sum(1).max(), other.mask.sum(1).max()))
+
+        def fit(tensor: torch.Tensor) -> torch.Tensor:  # (N, S, ...) to (N, width, ...)
+            if tensor.size(1) >= width:
+                return tensor[:, :width]
+            pad = [0, 0] * (tensor.dim() - 2) + [0, width - tensor.size(1)]
+            return torch.nn.functional.pad(tensor, pad)
+
+        return Memory(
+            *(torch.cat([fit(mine), fit(theirs)]) for mine, theirs in (
+                (self.states, other.states), (self.keys, other.keys), (self.mask, other.mask),
+            )),
+            None,
+            self.group,
+        )  # fmt: skip
+
     def attend(
         self, attention: nn.Module, query: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -100,6 +121,17 @@ class DecoderState:
         else:
             hidden = self.hidden.index_select(1, index)
         feed = None if self.feed is None else self.feed.index_select(0, index)
+        return DecoderState(hidden, feed)
+
+    def join(self, other: DecoderState) -> DecoderState:
+        """The rows of this state, then those of `other`."""
+        if isinstance(self.hidden, tuple):
+            hidden = tuple(
+                torch.cat([a, b], dim=1) for a, b in zip(self.hidden, other.hidden, strict=True)
+            )
+        else:
+            hidden = torch.cat([self.hidden, other.hidden], dim=1)
+        feed = None if self.feed is None else torch.cat([self.feed, other.feed])
         return DecoderState(hidden, feed)
 
 

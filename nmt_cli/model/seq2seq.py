@@ -110,6 +110,11 @@ class Seq2Seq(nn.Module):
         state, memory = search_state
         return state.select(index), memory.select(index)
 
+    @staticmethod
+    def join(search_state: SearchState, other: SearchState) -> SearchState:
+        """One search state of the rows of both (sentences joining a running search)."""
+        return search_state[0].join(other[0]), search_state[1].join(other[1])
+
 
 class _ClosedColumns:
     """The closed columns (B, K) of each sentence, gathered for the rows of the current memory.

@@ -41,15 +41,14 @@ if TYPE_CHECKING:
     from nmt_cli.translator import Translation, Translator
 
 
-def translate_with(translator: Translator, max_lines: int):
-    """The batcher's translate function over `translator` (the same search as `nmt translate`)."""
+def streams_of(translator: Translator):
+    """The batcher's searches over `translator`: the search of `nmt translate` at each beam."""
     from nmt_cli.translator import SearchOptions
 
-    def translate(lines: list[str], beam: int, align: bool) -> list[Translation]:
-        options = SearchOptions(beam_size=beam, batch_size=max(max_lines, 1))
-        return translator.translate_chunk(lines, options, with_attention=align)
+    def open_stream(beam: int, align: bool):
+        return translator.stream(SearchOptions(beam_size=beam), with_attention=align)
 
-    return translate
+    return open_stream
 
 
 def create_app(
@@ -57,7 +56,7 @@ def create_app(
 ) -> FastAPI:
     """The service over a loaded translator; the batching worker runs while the app does."""
     limits = limits or Limits()
-    batcher = Batcher(translate_with(translator, max_batch), window, max_batch)
+    batcher = Batcher(streams_of(translator), window, max_batch)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app):

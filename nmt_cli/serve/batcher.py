@@ -1,13 +1,17 @@
-"""Requests that arrive together are translated together, by one worker thread.
+"""Requests translated together, by one worker thread running a continuous batch.
 
-Every request becomes a job on a queue. The worker takes the first job and keeps adding the
-jobs that follow while they come no more than `window` apart (never past `max_lines` lines or
-`_MAX_WAIT_WINDOWS` windows after the first), translates the lines of all jobs with the same
-search settings as one chunk, and hands each job its own results. So torch never runs in two
-threads at once, and under many clients the batches fill up as with `nmt translate`: clients
-answered together come back over a spread longer than one window (each answer is written and
-each new request read in turn), but a fixed window after the first would cut that stream in
-two half batches; a lone request still waits only one window.
+Every request becomes a job on a queue. The worker keeps one running search per (beam, align)
+setting (a `Stream`, e.g. `TranslationStream`). Between two steps of the searches it takes the
+jobs that have come and puts their lines in, as long as no more than `max_lines` lines are in
+the searches at once (the rest wait their turn, first come first served); after each step it
+hands every job whose lines are all finished its results. So a line joins the batch at the next
+step instead of waiting for the whole batch before it, and leaves it as soon as it is done: its
+client's answer does not wait for the longest sentence of the batch, and under many clients the
+batch stays full. torch never runs in two threads at once.
+
+When the searches are empty, the first job waits for those that follow it while they come no
+more than `window` apart (at most `_MAX_WAIT_WINDOWS` windows): a burst of requests then starts
+as one batch, and a lone request waits only one window.
 """
 
 from __future__ import annotations
@@ -15,32 +19,56 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from nmt_cli.serve.requests import TranslateRequest
 
-# translate(lines, beam, align) -> one result per line, in order
-TranslateFn = Callable[[list[str], int, bool], list]
-_MAX_WAIT_WINDOWS = 8  # a batch closes this many windows after its first job at the latest
+_MAX_WAIT_WINDOWS = 8  # an idle worker starts this many windows after the first job at the latest
 
 
-@dataclass
+class Stream(Protocol):
+    """A running search over lines (see `nmt_cli.translator.TranslationStream`)."""
+
+    @property
+    def active(self) -> int: ...  # lines added and not yet returned
+
+    def add(self, items: Sequence[tuple[Hashable, str]]) -> None: ...  # (tag, line) pairs
+
+    def step(self) -> list[tuple[Hashable, Any]]: ...  # (tag, result) of the lines it finished
+
+
+OpenStream = Callable[[int, bool], Stream]  # open_stream(beam, align) -> an empty stream
+
+
+@dataclass(eq=False)
 class _Job:
     request: TranslateRequest
     future: Future = field(default_factory=Future)
+    results: list = field(default_factory=list)
+    left: int = 0  # lines not yet translated
+
+    def __post_init__(self) -> None:
+        self.results = [None] * len(self.request.lines)
+        self.left = len(self.request.lines)
 
 
 class Batcher:
-    """The queue of translation jobs and the worker thread that empties it."""
+    """The queue of translation jobs and the worker thread that runs their searches."""
 
-    def __init__(self, translate: TranslateFn, window: float = 0.005, max_lines: int = 64):
-        self.translate = translate
-        self.window = window  # seconds without a new job after which a batch closes
-        self.max_lines = max_lines  # a batch closes once it holds this many lines
+    def __init__(self, open_stream: OpenStream, window: float = 0.005, max_lines: int = 64):
+        self.open_stream = open_stream
+        self.window = window  # seconds without a new job after which an idle worker starts
+        self.max_lines = max_lines  # lines in the searches at once, at most
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._worker = threading.Thread(target=self._run, name="nmt-translate", daemon=True)
+        self._streams: dict[tuple[int, bool], Stream] = {}
+        self._running: dict[tuple[int, bool], set[_Job]] = {}  # jobs with lines in each search
+        self._waiting: deque[tuple[_Job, int]] = deque()  # lines not yet in a search
+        self._closing = False
 
     def start(self) -> Batcher:
         self._worker.start()
@@ -58,45 +86,85 @@ class Batcher:
         self._worker.join()
 
     def _run(self) -> None:
-        closing = False
-        while not closing:
-            first = self._jobs.get()
-            if first is None:
-                return
-            jobs, closing = self._collect(first)
-            self._work(jobs)
+        while True:
+            if not self._busy():
+                if self._closing:
+                    return
+                self._collect()
+            else:
+                self._take_queued()
+            self._admit()
+            for key, stream in list(self._streams.items()):
+                if stream.active:
+                    self._advance(key, stream)
 
-    def _collect(self, first: _Job) -> tuple[list[_Job], bool]:
-        """The first job and those that follow it closely; whether close() came."""
-        jobs, lines = [first], len(first.request.lines)
+    def _busy(self) -> bool:
+        return bool(self._waiting) or any(s.active for s in self._streams.values())
+
+    def _queue(self, job: _Job | None) -> None:
+        if job is None:
+            self._closing = True
+        elif not job.left:
+            job.future.set_result([])
+        else:
+            self._waiting.extend((job, i) for i in range(job.left))
+
+    def _collect(self) -> None:
+        """Wait for a job, and for those that follow it closely."""
+        self._queue(self._jobs.get())
         latest = time.monotonic() + _MAX_WAIT_WINDOWS * self.window
-        while lines < self.max_lines:
+        while not self._closing and len(self._waiting) < self.max_lines:
             wait = min(self.window, latest - time.monotonic())
             try:
-                job = self._jobs.get(timeout=max(0.0, wait))
+                self._queue(self._jobs.get(timeout=max(0.0, wait)))
             except queue.Empty:
-                break
-            if job is None:
-                return jobs, True
-            jobs.append(job)
-            lines += len(job.request.lines)
-        return jobs, False
+                return
 
-    def _work(self, jobs: list[_Job]) -> None:
-        """Translate the jobs, one chunk per (beam, align), and resolve their futures."""
-        groups: dict[tuple[int, bool], list[_Job]] = {}
-        for job in jobs:
-            groups.setdefault((job.request.beam, job.request.align), []).append(job)
-        for (beam, align), group in groups.items():
-            lines = [line for job in group for line in job.request.lines]
+    def _take_queued(self) -> None:
+        """The jobs that have come while the searches ran."""
+        while True:
             try:
-                results = self.translate(lines, beam, align)
-            except Exception as exc:  # handed to the requests that asked: the worker goes on
-                for job in group:
-                    job.future.set_exception(exc)
+                self._queue(self._jobs.get_nowait())
+            except queue.Empty:
+                return
+
+    def _admit(self) -> None:
+        """Put waiting lines into their searches, up to `max_lines` lines in all."""
+        room = self.max_lines - sum(s.active for s in self._streams.values())
+        taken: dict[tuple[int, bool], list[tuple[_Job, int]]] = {}
+        while self._waiting and room > 0:
+            job, index = self._waiting.popleft()
+            if job.future.done():  # an earlier line of the job failed
                 continue
-            start = 0
-            for job in group:
-                count = len(job.request.lines)
-                job.future.set_result(results[start : start + count])
-                start += count
+            taken.setdefault((job.request.beam, job.request.align), []).append((job, index))
+            room -= 1
+        for key, lines in taken.items():
+            running = self._running.setdefault(key, set())
+            running.update(job for job, _ in lines)
+            try:
+                if key not in self._streams:
+                    self._streams[key] = self.open_stream(*key)
+                self._streams[key].add([((job, i), job.request.lines[i]) for job, i in lines])
+            except Exception as exc:  # handed to the requests that asked: the worker goes on
+                self._lose(key, exc)
+
+    def _advance(self, key: tuple[int, bool], stream: Stream) -> None:
+        """One step of a search; the jobs it finishes get their results."""
+        try:
+            finished = stream.step()
+        except Exception as exc:
+            self._lose(key, exc)
+            return
+        for (job, index), result in finished:
+            job.results[index] = result
+            job.left -= 1
+            if not job.left and not job.future.done():
+                job.future.set_result(job.results)
+                self._running[key].discard(job)
+
+    def _lose(self, key: tuple[int, bool], exc: Exception) -> None:
+        """A search failed: it is dropped, and every job with a line in it gets the error."""
+        self._streams.pop(key, None)
+        for job in self._running.pop(key, set()):
+            if not job.future.done():
+                job.future.set_exception(exc)
