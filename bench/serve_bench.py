@@ -230,10 +230,11 @@ def render(results: dict) -> str:
                 r["clients"][top]["sent_per_s"] / r["chunk_sent_per_s"] * 100 for r in rounds
             ]
             lines += [
-                f"What limits it: the same sentences translated in this process in consecutive "
-                f"chunks of {top}, in the order the clients send them (the largest batches "
-                f"{top} waiting clients allow): {summary(chunk)} sentences/s; the service at "
-                f"{top} clients reached {summary(of_chunk, 0)} % of that in the same rounds.",
+                f"Beside it, the same sentences translated in this process in consecutive "
+                f"chunks of {top}, in the order the clients send them (whole batches of {top}, "
+                f"as many as {top} waiting clients fill; the service keeps one running batch "
+                f"instead): {summary(chunk)} sentences/s; the service at {top} clients reached "
+                f"{summary(of_chunk, 0)} % of that in the same rounds.",
                 "",
             ]
     return "\n".join(lines)

@@ -2,12 +2,15 @@
 
 Every request becomes a job on a queue. The worker keeps one running search per (beam, align)
 setting (a `Stream`, e.g. `TranslationStream`). Between two steps of the searches it takes the
-jobs that have come and puts their lines in, as long as no more than `max_lines` lines are in
-the searches at once (the rest wait their turn, first come first served); after each step it
-hands every job whose lines are all finished its results. So a line joins the batch at the next
-step instead of waiting for the whole batch before it, and leaves it as soon as it is done: its
-client's answer does not wait for the longest sentence of the batch, and under many clients the
-batch stays full. torch never runs in two threads at once.
+jobs that have come, and puts their lines in once `_JOIN_LINES` lines wait or the first of them
+has waited `_JOIN_STEPS` steps (each join runs the encoder once, which costs about as much for
+one line as for eight), as long as no more than `max_lines` lines are in the searches at once:
+the rest wait their turn, first come first served. After each step it hands every job whose
+lines are all finished its results. So a line joins the batch within a few steps instead of
+waiting for the whole batch before it, and leaves it as soon as it is done: its client's answer
+does not wait for the longest sentence of the batch, and under many clients the batch stays
+full. torch never runs in two threads at once (a second thread encoding beside the search was
+slower: the two contend for the GIL between operators).
 
 When the searches are empty, the first job waits for those that follow it while they come no
 more than `window` apart (at most `_MAX_WAIT_WINDOWS` windows): a burst of requests then starts
@@ -28,6 +31,10 @@ from typing import Any, Protocol
 from nmt_cli.serve.requests import TranslateRequest
 
 _MAX_WAIT_WINDOWS = 8  # an idle worker starts this many windows after the first job at the latest
+# Lines join running searches once this many wait, or once the first has waited this many
+# steps: each join runs the encoder once, for one line about as long as for eight.
+_JOIN_LINES = 8
+_JOIN_STEPS = 4
 
 
 class Stream(Protocol):
@@ -69,6 +76,7 @@ class Batcher:
         self._running: dict[tuple[int, bool], set[_Job]] = {}  # jobs with lines in each search
         self._waiting: deque[tuple[_Job, int]] = deque()  # lines not yet in a search
         self._closing = False
+        self._steps_waited = 0  # steps run since the first waiting line came
 
     def start(self) -> Batcher:
         self._worker.start()
@@ -93,7 +101,14 @@ class Batcher:
                 self._collect()
             else:
                 self._take_queued()
-            self._admit()
+            searching = any(s.active for s in self._streams.values())
+            if (
+                len(self._waiting) >= _JOIN_LINES
+                or self._steps_waited >= _JOIN_STEPS
+                or not searching
+            ):
+                self._admit()
+            self._steps_waited = self._steps_waited + 1 if self._waiting else 0
             for key, stream in list(self._streams.items()):
                 if stream.active:
                     self._advance(key, stream)
