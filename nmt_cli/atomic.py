@@ -11,11 +11,13 @@ import contextlib
 import errno
 import os
 import shutil
+import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from nmt_cli.errors import InputError, NmtError
+from nmt_cli.lock import pid_alive
 
 
 def _umask() -> int:
@@ -86,7 +88,9 @@ def staged_directory(final: str | os.PathLike, force: bool = False) -> Iterator[
 
     An existing `final` is refused unless `force`, in which case it is replaced only after
     the new one is complete. The directory and the files in it get the user's usual
-    permissions (temporary ones start private).
+    permissions (temporary ones start private). The temporary directory's name holds this
+    host and process id, so a later run removes one left by a process that was killed
+    (SIGKILL, a power cut) instead of leaving its files on the disk for good.
     """
     final = Path(final)
     if final.exists() and not final.is_dir():
@@ -103,7 +107,9 @@ def staged_directory(final: str | os.PathLike, force: bool = False) -> Iterator[
     created: list[Path] = []  # the parent directories this call made, deepest first
     try:
         _make_parents(parent, created)
-        stage = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".partial", dir=parent))
+        _remove_stale_stages(final)
+        prefix = f".{final.name}.{_HOST}.{os.getpid()}."
+        stage = Path(tempfile.mkdtemp(prefix=prefix, suffix=".partial", dir=parent))
     except OSError as exc:
         _remove_empty(created)
         raise NmtError(f"cannot create {final}: {exc.strerror}") from exc
@@ -121,6 +127,23 @@ def staged_directory(final: str | os.PathLike, force: bool = False) -> Iterator[
         shutil.rmtree(stage, ignore_errors=True)
         _remove_empty(created)  # the parent directories made for `final`, if still empty
         raise
+
+
+_HOST = socket.gethostname().replace("/", "_") or "host"
+
+
+def _remove_stale_stages(final: Path) -> None:
+    """Remove the temporary directories for `final` that a dead process of this host left."""
+    head, tail = f".{final.name}.", ".partial"
+    for stage in final.parent.glob(f"{_glob_escape(head)}*{tail}"):
+        host, pid, _ = (stage.name[len(head) : -len(tail)].rsplit(".", 2) + ["", ""])[:3]
+        if host == _HOST and pid.isdigit() and not pid_alive(int(pid)) and stage.is_dir():
+            shutil.rmtree(stage, ignore_errors=True)
+
+
+def _glob_escape(text: str) -> str:
+    """`text` with glob's special characters matched literally."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
 
 
 def _make_parents(parent: Path, created: list[Path]) -> None:

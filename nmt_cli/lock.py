@@ -12,7 +12,8 @@ from nmt_cli.errors import NmtError
 LOCK_FILE = ".lock"
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id runs on this host (one we may not signal counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -35,7 +36,7 @@ def directory_lock(directory: Path) -> Iterator[None]:
                 pid = int(path.read_text().strip() or 0)
             except (OSError, ValueError):
                 pid = 0
-            if pid and _alive(pid) and pid != os.getpid():
+            if pid and pid_alive(pid) and pid != os.getpid():
                 raise NmtError(
                     f"{directory} is in use by another nmt train (pid {pid}); wait for it to "
                     "finish, stop it, or choose another output directory"

@@ -467,3 +467,40 @@ def test_a_failed_stage_never_removes_a_directory_it_did_not_make(tmp_path, monk
     with pytest.raises(RuntimeError), staged_directory("made/../mine/out"):
         raise RuntimeError("the run failed")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]  # made/ is gone, mine/ kept
+
+
+def test_a_stage_left_by_a_killed_prepare_is_removed_by_the_next_one(corpus, tmp_path):
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "data"
+    # A real prepare killed with SIGKILL while it works leaves its staging directory behind.
+    sides = {}
+    for side in ("src", "tgt"):
+        lines = Path(corpus[side]).read_text(encoding="utf-8").splitlines()
+        sides[side] = tmp_path / f"big.{side}"
+        sides[side].write_text(
+            "".join(f"{line} {k}\n" for k in range(100) for line in lines), encoding="utf-8"
+        )
+    command = [sys.executable, "-m", "nmt_cli", "prepare", "--src", sides["src"],
+               "--tgt", sides["tgt"], "-o", out]  # fmt: skip
+    process = subprocess.Popen(list(map(str, command)), stderr=subprocess.DEVNULL)
+    while not list(tmp_path.glob(".data.*.partial")) and process.poll() is None:
+        time.sleep(0.005)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    stale = list(tmp_path.glob(".data.*.partial"))
+    assert len(stale) == 1 and not out.exists()
+    # The stage of a live process (here: this one's parent) or of another host stays.
+    host = socket.gethostname()
+    others = [tmp_path / f".data.{host}.{os.getppid()}.live.partial",
+              tmp_path / ".data.elsewhere.1.away.partial"]  # fmt: skip
+    for other in others:
+        other.mkdir()
+    assert _prepare(*_train_args(corpus), "-o", out).exit_code == 0
+    assert not stale[0].exists() and all(other.is_dir() for other in others)
+    assert load_data_dir(out).fingerprint
