@@ -141,3 +141,12 @@ def test_vocab_file_lists_every_piece_and_training_is_reproducible(trained, tmp_
     again = train_tokenizer(_sentences(), tmp_path / "again", vocab_size=60)
     assert again.model.read_bytes() == trained.model.read_bytes()
     assert str(tmp_path).encode() not in again.model.read_bytes()
+
+
+def test_a_line_longer_than_sentencepieces_default_limit_is_trained_on(tmp_path):
+    # SentencePiece's own limit (4,192 bytes) would leave this line, the only one with these
+    # letters, out of training: they would then all be unknown.
+    lines = ["the cat sat on the mat ."] * 200 + [" ".join(["zyxwvqj"] * 900)]
+    trained = train_tokenizer(lines, tmp_path / "long", 60)
+    tokenizer = Tokenizer(trained.model)
+    assert UNK_ID not in tokenizer.encode("zyxwvqj")

@@ -149,6 +149,9 @@ def check_training_options(vocab_size: int, model_type: str, coverage: float | N
         raise ConfigError(f"--character-coverage {coverage} is out of range: use 0.9 to 1.0")
 
 
+_TRAINING_LINE_BYTES = 1 << 20  # longer lines (a whole book on one line) stay out of training
+
+
 def train_tokenizer(
     sentences: Iterable[str] | Path | Sequence[Path],
     model_prefix: Path,
@@ -217,6 +220,9 @@ def _trainer_settings(model_type: str, coverage: float, files: list[Path] | None
         num_threads=_TRAINING_THREADS,
         input_sentence_size=_TRAINING_SENTENCE_CAP,
         shuffle_input_sentence=True,
+        # SentencePiece leaves lines over 4,192 bytes out of training without a word; with
+        # --max-len 0 such lines are wanted (they are encoded, and their pieces should exist).
+        max_sentence_length=_TRAINING_LINE_BYTES,
     )
     if files is not None:
         if any("," in str(path) for path in files):
