@@ -7,6 +7,7 @@ validation during training alike.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -27,6 +28,8 @@ from nmt_cli.search import (
 )
 from nmt_cli.shortlist import Shortlist
 from nmt_cli.specials import BOS_ID, EOS_ID
+
+_SPACES = re.compile(" {2,}")
 
 
 @dataclass
@@ -101,8 +104,9 @@ def best_texts(model: Seq2Seq, sources: Sequence[np.ndarray], device, tokenizer)
 
 
 def pieces_text(pieces: list[str]) -> str:
-    """The text of target pieces: SentencePiece's word marker ▁ becomes a space."""
-    return "".join(pieces).replace("▁", " ").strip()
+    """The text of target pieces: SentencePiece's word marker ▁ becomes a space; the double
+    space of a lone ▁ piece before a word becomes one."""
+    return _SPACES.sub(" ", "".join(pieces).replace("▁", " ")).strip()
 
 
 def _search_batch(

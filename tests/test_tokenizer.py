@@ -150,3 +150,18 @@ def test_a_line_longer_than_sentencepieces_default_limit_is_trained_on(tmp_path)
     trained = train_tokenizer(lines, tmp_path / "long", 60)
     tokenizer = Tokenizer(trained.model)
     assert UNK_ID not in tokenizer.encode("zyxwvqj")
+
+
+@pytest.mark.parametrize(
+    ("pieces", "text"),
+    [
+        (["▁a", "▁man", "."], "a man."),
+        (["▁三", "▁个", "▁", "▁李雷"], "三 个 李雷"),  # a lone ▁ before a word: one space
+        (["▁", "▁", "x", "▁"], "x"),
+        ([], ""),
+    ],
+)
+def test_target_pieces_become_text_with_single_spaces(pieces, text):
+    from nmt_cli.decoding import pieces_text
+
+    assert pieces_text(pieces) == text
