@@ -136,7 +136,9 @@ def _search_batch(
     if not with_attention:  # the search then keeps no attention trail (copied at every step)
         step = _without_attention(step)
     if options.beam_size == 1:
-        best = greedy_search(step, reorder, state, len(sources), bos, eos, max_lengths)
+        best = greedy_search(
+            step, reorder, state, len(sources), bos, eos, max_lengths, options.alpha
+        )
         nbests = [[h] for h in best]
     else:
         nbests = beam_search(
@@ -195,7 +197,8 @@ class SearchStream:
     @torch.inference_mode()
     def add(self, sources: Sequence[Sequence[np.ndarray]]) -> list[int]:
         """Add sentences, given as each model's source ids (one list per model, same length);
-        return their ids in the search. Every sentence must have at least one piece."""
+        return their ids in the search. Every sentence must have at least one piece. If it
+        raises, the search is as it was."""
         src, lengths = _collated(sources[0], self.device)
         state = self.models[0].encode(src, lengths)
         if len(self.models) > 1:

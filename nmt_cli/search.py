@@ -414,15 +414,13 @@ class BeamSearch:
     def add(self, state: State, max_lengths: torch.Tensor) -> list[int]:
         """Put the sentences of `state` (B rows) into the search; return their ids, in order.
 
-        `max_lengths` (B,) are the most tokens each may generate, on the model's device.
+        `max_lengths` (B,) are the most tokens each may generate, on the model's device. If it
+        raises, the search is as it was before the call.
         """
         count = max_lengths.numel()
         ids = list(range(self._next_id, self._next_id + count))
-        self._next_id += count
         if not count:
             return ids
-        for sentence in ids:
-            self._finished[sentence] = []
         device = max_lengths.device
         width = 1 if self._beam is None else self._beam.scores.size(1)
         scores = torch.full((count, width), NEG_INF, device=device)
@@ -437,19 +435,19 @@ class BeamSearch:
             top_ended=torch.zeros(count, dtype=torch.bool, device=device),
         )
         prev = torch.full((count * width,), self.bos, dtype=torch.long, device=device)
-        if self._beam is None:
-            self._beam, self._state, self._prev = newcomers, state, prev
-            return ids
-        assert self._join is not None, "a search with active sentences needs `join` to add more"
-        if width > 1:
-            state = self._reorder(
-                state, torch.arange(count, device=device).repeat_interleave(width)
-            )
-        self._state = self._join(self._state, state)
-        self._prev = torch.cat([self._prev, prev])
-        trail = self._beam.trail.join(count * width)
-        self._beam = self._beam.join(newcomers)
-        self._beam.trail = trail
+        if self._beam is not None:  # everything new is built before any of it is kept
+            assert self._join is not None, "a search with active sentences needs `join` to add more"
+            if width > 1:
+                index = torch.arange(count, device=device).repeat_interleave(width)
+                state = self._reorder(state, index)
+            state = self._join(self._state, state)
+            prev = torch.cat([self._prev, prev])
+            trail = self._beam.trail.join(count * width)
+            newcomers = self._beam.join(newcomers)
+            newcomers.trail = trail
+        self._beam, self._state, self._prev = newcomers, state, prev
+        self._next_id += count
+        self._finished.update((sentence, []) for sentence in ids)
         return ids
 
     @torch.no_grad()

@@ -308,21 +308,22 @@ class TranslationStream:
         return self.search.active + len(self._ready)
 
     def add(self, items: Sequence[tuple[Hashable, str]]) -> None:
-        """Put lines, each with its tag, into the search."""
-        translator, searched = self.translator, []
+        """Put lines, each with its tag, into the search. If it raises (the encoder ran out of
+        memory, say), the stream is as it was: the lines already in it go on."""
+        translator, searched, empty = self.translator, [], []
         for tag, line in items:
             encoded = translator._encode_source(line)
             if len(encoded[0]):
                 searched.append((tag, line, encoded))
             else:
-                self._ready.append((tag, Translation(source=line, text="", truncated=encoded[1])))
-        if not searched:
-            return
-        sources = [[encoded[0] for _, _, encoded in searched]]
-        for partner in translator.partners:
-            sources.append([partner._encode_source(line)[0] for _, line, _ in searched])
-        for sentence, item in zip(self.search.add(sources), searched, strict=True):
-            self._lines[sentence] = item
+                empty.append((tag, Translation(source=line, text="", truncated=encoded[1])))
+        if searched:
+            sources = [[encoded[0] for _, _, encoded in searched]]
+            for partner in translator.partners:
+                sources.append([partner._encode_source(line)[0] for _, line, _ in searched])
+            for sentence, item in zip(self.search.add(sources), searched, strict=True):
+                self._lines[sentence] = item
+        self._ready += empty
 
     def step(self) -> list[tuple[Hashable, Translation]]:
         """One search step; the (tag, translation) of every line it finished."""

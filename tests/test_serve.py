@@ -168,7 +168,8 @@ def test_concurrent_requests_are_batched_and_equal_nmt_translate(translator, exp
 class FakeStream:
     """A search in which a line takes one step per character and comes back upper-cased."""
 
-    def __init__(self, beam, align, log, step_seconds=0.0, fail_on=None):
+    def __init__(self, beam, align, log, step_seconds=0.0, fail_on=None, refuse=None):
+        self.refuse = refuse  # a line add() raises for, keeping the stream as it was
         self.key, self.log, self.step_seconds, self.fail_on = (
             (beam, align),
             log,
@@ -183,6 +184,8 @@ class FakeStream:
         return len(self.lines)
 
     def add(self, items):
+        if any(line == self.refuse for _, line in items):
+            raise ValueError(f"cannot add {self.refuse}")
         self.log.append((self.key, [line for _, line in items], id(self)))
         for tag, line in items:
             self.lines[tag] = [line, len(line)]
@@ -277,6 +280,34 @@ def test_a_failing_search_fails_its_requests_only():
     assert batcher.submit(TranslateRequest(["ok"], 1, False)).result() == ["OK"]
     batcher.close()
     assert len({stream for _, _, stream in log}) == 3  # the failed search was replaced
+
+
+def test_a_request_that_cannot_join_fails_alone_and_the_running_ones_go_on():
+    log = []
+    batcher = Batcher(fake_streams(log, step_seconds=0.005, refuse="bad")[0], window=0.0).start()
+    running = batcher.submit(TranslateRequest(["x" * 100], 5, False))
+    while not log:
+        time.sleep(0.01)
+    refused = batcher.submit(TranslateRequest(["fine", "bad"], 5, False))
+    with pytest.raises(ValueError):
+        refused.result(timeout=5)
+    assert running.result(timeout=5) == ["X" * 100]
+    batcher.close()
+
+
+def test_cancelled_requests_neither_stop_the_worker_nor_stay_behind():
+    log = []
+    batcher = Batcher(fake_streams(log, step_seconds=0.005)[0], window=0.0)
+    empty = batcher.submit(TranslateRequest([], 5, False))
+    assert empty.cancel()
+    batcher.start()
+    long = batcher.submit(TranslateRequest(["y" * 40, "z" * 300], 5, False))
+    while not log:
+        time.sleep(0.01)
+    assert long.cancel()
+    assert batcher.submit(TranslateRequest(["ok"], 5, False)).result(timeout=5) == ["OK"]
+    batcher.close()  # after the cancelled lines have run out
+    assert not any(batcher._running.values())
 
 
 def test_load_32_clients_50_requests_each_lose_nothing(translator):

@@ -50,3 +50,17 @@ def test_a_stream_of_an_ensemble_of_two_copies_equals_the_single_model(toy_model
     want = single.translate_chunk(LINES, SearchOptions(beam_size=4))
     got = _streamed(pair, 4, False, schedule=[2, 1, 0])
     assert [t.text for t in got] == [t.text for t in want]
+
+
+def test_greedy_scores_use_the_length_penalty_asked_for(toy_model_dir):
+    translator = Translator.load(toy_model_dir, device="cpu")
+    options = SearchOptions(beam_size=1, alpha=0.6)
+    want = translator.translate_chunk(LINES, options)
+    stream = translator.stream(options)
+    stream.add(list(enumerate(LINES)))
+    got = {}
+    while stream.active:
+        got.update(stream.step())
+    assert [got[i].score for i in range(len(LINES))] == pytest.approx([t.score for t in want])
+    default = translator.translate_chunk(LINES[:3], SearchOptions(beam_size=1))
+    assert [t.score for t in default] != pytest.approx([t.score for t in want[:3]])

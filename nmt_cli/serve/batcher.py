@@ -24,7 +24,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -120,7 +120,7 @@ class Batcher:
         if job is None:
             self._closing = True
         elif not job.left:
-            job.future.set_result([])
+            _resolve(job.future, [])
         else:
             self._waiting.extend((job, i) for i in range(job.left))
 
@@ -149,37 +149,47 @@ class Batcher:
         taken: dict[tuple[int, bool], list[tuple[_Job, int]]] = {}
         while self._waiting and room > 0:
             job, index = self._waiting.popleft()
-            if job.future.done():  # an earlier line of the job failed
+            if job.future.done():  # failed (an earlier line of it) or cancelled
                 continue
             taken.setdefault((job.request.beam, job.request.align), []).append((job, index))
             room -= 1
         for key, lines in taken.items():
-            running = self._running.setdefault(key, set())
-            running.update(job for job, _ in lines)
+            jobs = {job for job, _ in lines}
             try:
                 if key not in self._streams:
                     self._streams[key] = self.open_stream(*key)
                 self._streams[key].add([((job, i), job.request.lines[i]) for job, i in lines])
-            except Exception as exc:  # handed to the requests that asked: the worker goes on
-                self._lose(key, exc)
+            except Exception as exc:  # the stream is as it was: only these requests fail
+                for job in jobs:
+                    _resolve(job.future, error=exc)
+                continue
+            self._running.setdefault(key, set()).update(jobs)
 
     def _advance(self, key: tuple[int, bool], stream: Stream) -> None:
         """One step of a search; the jobs it finishes get their results."""
         try:
             finished = stream.step()
-        except Exception as exc:
-            self._lose(key, exc)
+        except Exception as exc:  # the search is lost: every job with a line in it fails
+            del self._streams[key]
+            for job in self._running.pop(key, set()):
+                _resolve(job.future, error=exc)
             return
+        running = self._running.setdefault(key, set())
         for (job, index), result in finished:
             job.results[index] = result
             job.left -= 1
-            if not job.left and not job.future.done():
-                job.future.set_result(job.results)
-                self._running[key].discard(job)
+            if not job.left:
+                _resolve(job.future, job.results)
+            if job.future.done():  # answered, failed or cancelled: the search holds no more of it
+                running.discard(job)
 
-    def _lose(self, key: tuple[int, bool], exc: Exception) -> None:
-        """A search failed: it is dropped, and every job with a line in it gets the error."""
-        self._streams.pop(key, None)
-        for job in self._running.pop(key, set()):
-            if not job.future.done():
-                job.future.set_exception(exc)
+
+def _resolve(future: Future, result: object = None, error: BaseException | None = None) -> None:
+    """Give the future its result or error, unless it already has one or was cancelled."""
+    try:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+    except InvalidStateError:
+        pass
