@@ -119,14 +119,11 @@ def _search_batch(
     output: OutputLayer | None,
     partners: Sequence[tuple[Seq2Seq, Sequence[np.ndarray]]],
 ) -> list[list[Hypothesis]]:
-    src, lengths = _collated(sources, device)
-    state = model.encode(src, lengths)
-    max_lengths = _max_lengths(lengths, options)
+    models = [model, *(other for other, _ in partners)]
+    state, max_lengths = _encoded(models, [sources, *(own for _, own in partners)], device, options)
     step, reorder, bos, eos, ids = model.step_log_probs, model.reorder, BOS_ID, EOS_ID, None
-    if partners:  # an ensemble: each model encodes the sentences in its own source ids
+    if partners:  # an ensemble: the state holds each model's own
         assert shortlist is None, "an ensemble has no shortlist"
-        models = [model, *(other for other, _ in partners)]
-        state = (state, *(other.encode(*_collated(own, device)) for other, own in partners))
         step, reorder = mean_step([m.step_log_probs for m in models], [m.reorder for m in models])
     if shortlist is not None:  # the search runs over columns of `ids`
         ids, allowed = _shortlist_columns(shortlist, sources)
@@ -199,12 +196,7 @@ class SearchStream:
         """Add sentences, given as each model's source ids (one list per model, same length);
         return their ids in the search. Every sentence must have at least one piece. If it
         raises, the search is as it was."""
-        src, lengths = _collated(sources[0], self.device)
-        state = self.models[0].encode(src, lengths)
-        if len(self.models) > 1:
-            state = (state, *(m.encode(*_collated(own, self.device))
-                              for m, own in zip(self.models[1:], sources[1:], strict=True)))  # fmt: skip
-        return self.search.add(state, _max_lengths(lengths, self.options))
+        return self.search.add(*_encoded(self.models, sources, self.device, self.options))
 
     @torch.inference_mode()
     def step(self) -> list[tuple[int, list[Hypothesis]]]:
@@ -212,11 +204,23 @@ class SearchStream:
         return self.search.step()
 
 
-def _max_lengths(lengths: torch.Tensor, options: SearchOptions) -> torch.Tensor:
-    """The most target pieces each sentence may get, from its source length (B,)."""
+def _encoded(
+    models: Sequence[Seq2Seq],
+    sources: Sequence[Sequence[np.ndarray]],
+    device: torch.device,
+    options: SearchOptions,
+):
+    """The search state of sentences (each model encodes them in its own source ids, given
+    per model: a tuple of the models' states for an ensemble) and the most target pieces each
+    may get (B,), from the first model's source lengths."""
+    src, lengths = _collated(sources[0], device)
+    state = models[0].encode(src, lengths)
+    if len(models) > 1:
+        others = zip(models[1:], sources[1:], strict=True)
+        state = (state, *(other.encode(*_collated(own, device)) for other, own in others))
     if options.max_len:  # one fixed limit, as the peers' max_length (bench/ compares at it)
-        return torch.full_like(lengths, options.max_len)
-    return (lengths.float() * options.max_len_ratio + options.max_len_extra).long()
+        return state, torch.full_like(lengths, options.max_len)
+    return state, (lengths.float() * options.max_len_ratio + options.max_len_extra).long()
 
 
 def _collated(sources: Sequence[np.ndarray], device: torch.device):
