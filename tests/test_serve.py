@@ -22,9 +22,17 @@ pytest.importorskip("fastapi")
 
 from fastapi.testclient import TestClient  # noqa: E402
 
+from nmt_cli.errors import ArtifactError, NmtError  # noqa: E402
 from nmt_cli.serve.app import create_app  # noqa: E402
 from nmt_cli.serve.batcher import Batcher  # noqa: E402
 from nmt_cli.serve.requests import Limits, TranslateRequest  # noqa: E402
+from nmt_cli.serve.worker import (  # noqa: E402
+    NMT_API,
+    OPENNMT_API,
+    Local,
+    ModelSpec,
+    WorkerProcess,
+)
 from nmt_cli.translator import SearchOptions, Translator  # noqa: E402
 
 WORDS = "apple river stone cloud green quick small house light water bird tree night sun".split()
@@ -47,7 +55,7 @@ def expected(toy_model_dir):
 @pytest.fixture(scope="module")
 def client(translator):
     limits = Limits(max_lines=8, max_chars=400)
-    with TestClient(create_app(translator, limits)) as test_client:
+    with TestClient(create_app(Local(translator).start(), limits)) as test_client:
         yield test_client
 
 
@@ -56,7 +64,10 @@ def serving(translator, **kwargs):
     """A real uvicorn server on a free loopback port, in a thread; yields its base URL."""
     server = uvicorn.Server(
         uvicorn.Config(
-            create_app(translator, **kwargs), host="127.0.0.1", port=0, log_level="error"
+            create_app(Local(translator, **kwargs).start()),
+            host="127.0.0.1",
+            port=0,
+            log_level="error",
         )
     )
     thread = threading.Thread(target=server.run, daemon=True)
@@ -380,3 +391,47 @@ def test_sigterm_drains_the_request_in_flight_and_exits_cleanly(toy_model_dir, e
         assert "127.0.0.1" in log and "every request answered" in log and "Traceback" not in log
     finally:
         server.kill()
+
+
+def test_the_worker_process_answers_as_the_service_in_this_process(toy_model_dir, translator):
+    spec = ModelSpec((toy_model_dir,), device="cpu", threads=1)
+    requests = [
+        (TranslateRequest(lines=[LINES[4], LINES[5]], beam=5, align=True), NMT_API),
+        (TranslateRequest(lines=[LINES[6]], beam=1, align=False), OPENNMT_API),
+    ]
+    local = Local(translator).start()
+    try:
+        wanted = [local.submit(r, api).result(timeout=60) for r, api in requests]
+    finally:
+        local.close()
+    worker = WorkerProcess(spec, window=0.0).start()
+    try:
+        assert worker.models == local.models
+        dropped = worker.submit(TranslateRequest(lines=LINES[:8], beam=5, align=False))
+        dropped.cancel()  # a client that gave up: the others are still answered
+        got = [worker.submit(r, api).result(timeout=60) for r, api in requests]
+    finally:
+        worker.close()
+    assert got == wanted
+    assert worker._process.exitcode == 0
+
+
+def test_a_model_the_worker_process_cannot_load_raises_the_loaders_error(tmp_path):
+    with pytest.raises(ArtifactError) as raised:
+        Translator.load(tmp_path)
+    with pytest.raises(ArtifactError) as in_child:
+        WorkerProcess(ModelSpec((tmp_path,), device="cpu")).start()
+    assert str(in_child.value) == str(raised.value)
+    result = invoke("serve", "-m", tmp_path, "--port", "0")
+    assert result.exit_code == 3 and "Traceback" not in result.output
+    assert str(tmp_path) in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_requests_fail_with_one_line_once_the_worker_process_dies(toy_model_dir):
+    worker = WorkerProcess(ModelSpec((toy_model_dir,), device="cpu", threads=1)).start()
+    worker._process.kill()
+    worker._process.join()
+    worker._reader.join(timeout=30)
+    with pytest.raises(NmtError, match="has stopped.*restart nmt serve"):
+        worker.submit(TranslateRequest(lines=[LINES[0]], beam=1, align=False)).result(timeout=30)
+    worker.close()  # returns: nothing left to wait for

@@ -39,11 +39,6 @@ def serve(
     device: str = device_option(),
 ) -> None:
     """Serve translations over HTTP: POST /translate, OpenNMT-py's POST /translator/translate, a page at /."""
-    import os
-
-    # Before torch starts OpenMP: its idle threads then sleep instead of spinning, leaving the
-    # cores to the event loop and to clients on the same machine between the search's steps.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from nmt_cli.cli.boundary import stderr_console
     from nmt_cli.errors import ConfigError
 
@@ -57,15 +52,15 @@ def serve(
             "pip install 'nmt-cli[serve]'"
         ) from None
     from nmt_cli.serve.requests import Limits
-    from nmt_cli.translator import Translator
+    from nmt_cli.serve.worker import ModelSpec, WorkerProcess
 
     _check_serve_options(beam, max_beam, max_lines, max_chars, max_batch, window_ms)
     check_device_options(device, threads)
     _check_free(host, port)
-    first, *partners = model
-    translator = Translator.load(first, device, quantize, threads, partners=partners)
+    spec = ModelSpec(tuple(model), device, quantize, threads)
+    translator = WorkerProcess(spec, window_ms / 1000, max_batch).start()  # loads, or raises
     limits = Limits(max_lines=max_lines, max_chars=max_chars, max_beam=max_beam, beam=beam)
-    app = create_app(translator, limits, window_ms / 1000, max_batch)
+    app = create_app(translator, limits)
     stderr_console().print(
         f"nmt: serving {' + '.join(map(str, model))} on http://{host}:{port}/ (Ctrl-C to stop)",
         markup=False,

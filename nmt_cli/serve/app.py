@@ -6,7 +6,8 @@
   [[{"src", "tgt", "pred_score", "n_best", "align"}]], so its clients work unchanged.
 - GET /health, GET /models, and GET / (a page: translation and attention heatmap).
 
-Handlers only check requests and wait: the translating happens in the `Batcher`'s thread.
+Handlers only check requests and wait: the translating happens in `nmt_cli.serve.worker`
+(a process of its own under `nmt serve`).
 Every error is a 4xx (or 5xx) with {"error": "one line"}.
 """
 
@@ -22,11 +23,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.exceptions import HTTPException
 
-from nmt_cli import checkpoint
-from nmt_cli.aligner import translation_words
+from nmt_cli.errors import NmtError
 from nmt_cli.render.heatmap import colour_scale
-from nmt_cli.render.translation import as_record, word_links
-from nmt_cli.serve.batcher import Batcher
 from nmt_cli.serve.requests import (
     Limits,
     RequestError,
@@ -36,37 +34,23 @@ from nmt_cli.serve.requests import (
     parse_body,
     translate_request,
 )
+from nmt_cli.serve.worker import NMT_API, OPENNMT_API
 
 if TYPE_CHECKING:
-    from nmt_cli.translator import Translation, Translator
+    from nmt_cli.serve.worker import Local, WorkerProcess
 
 
-def streams_of(translator: Translator):
-    """The batcher's searches over `translator`: the search of `nmt translate` at each beam."""
-    from nmt_cli.translator import SearchOptions
-
-    def open_stream(beam: int, align: bool):
-        return translator.stream(SearchOptions(beam_size=beam), with_attention=align)
-
-    return open_stream
-
-
-def create_app(
-    translator: Translator, limits: Limits | None = None, window: float = 0.005, max_batch: int = 64
-) -> FastAPI:
-    """The service over a loaded translator; the batching worker runs while the app does."""
+def create_app(translator: Local | WorkerProcess, limits: Limits | None = None) -> FastAPI:
+    """The service over a started translator (`nmt_cli.serve.worker`); it closes with the app."""
     limits = limits or Limits()
-    batcher = Batcher(streams_of(translator), window, max_batch)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app):
-        batcher.start()
         yield
-        batcher.close()  # after the server has drained its requests: finishes what is queued
+        translator.close()  # after the server has drained its requests: finishes what is queued
 
     app = FastAPI(title="nmt", lifespan=lifespan, docs_url=None, redoc_url=None)
     page = _page()
-    models = [_describe(t) for t in (translator, *translator.partners)]
 
     @app.exception_handler(RequestError)
     async def refused(_request, exc: RequestError):
@@ -76,20 +60,22 @@ def create_app(
     async def http_error(_request, exc: HTTPException):
         return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code)
 
-    async def run(request: TranslateRequest) -> list[Translation]:
-        return await asyncio.wrap_future(batcher.submit(request))
+    @app.exception_handler(NmtError)
+    async def failed(_request, exc: NmtError):  # the search failed, or its process stopped
+        return JSONResponse({"error": str(exc).splitlines()[0]}, status_code=500)
+
+    async def run(request: TranslateRequest, api: str) -> list[dict]:
+        return await asyncio.wrap_future(translator.submit(request, api))
 
     @app.post("/translate")
     async def translate(request: Request):
         job = translate_request(parse_body(await _body(request, limits), limits), limits)
-        results = await run(job)
-        return JSONResponse({"translations": [_record(t, job.align) for t in results]})
+        return JSONResponse({"translations": await run(job, NMT_API)})
 
     @app.post("/translator/translate")
     async def translate_opennmt(request: Request):
         job = opennmt_request(parse_body(await _body(request, limits), limits), limits)
-        results = await run(job)
-        return JSONResponse([[_opennmt_record(t) for t in results]])
+        return JSONResponse([await run(job, OPENNMT_API)])
 
     @app.get("/health")
     async def health():
@@ -97,7 +83,7 @@ def create_app(
 
     @app.get("/models")
     async def list_models():
-        return {"models": models, "ensemble": len(models) > 1}
+        return {"models": translator.models, "ensemble": len(translator.models) > 1}
 
     @app.get("/", response_class=HTMLResponse)
     async def index():
@@ -112,39 +98,6 @@ async def _body(request: Request, limits: Limits) -> bytes:
     if declared.isdigit():
         check_size(int(declared), limits)
     return await request.body()
-
-
-def _record(translation: Translation, align: bool) -> dict:
-    record = as_record(translation)
-    words = translation_words(translation) if align else None
-    if words is not None:  # word-level weights (T, S) and words: what the page draws
-        weights = [[round(float(w), 4) for w in row] for row in words.weights]
-        record["words"] = {"src": words.src_words, "tgt": words.tgt_words, "weights": weights}
-    return record
-
-
-def _opennmt_record(translation: Translation) -> dict:
-    return {
-        "src": translation.source,
-        "tgt": translation.text,
-        "pred_score": round(float(translation.score), 4),
-        "n_best": 1,
-        "align": [word_links(translation)],
-    }
-
-
-def _describe(translator: Translator) -> dict:
-    meta_file = translator.model_dir / checkpoint.META_FILE
-    meta = checkpoint.read_json(meta_file) if meta_file.is_file() else {}
-    return {
-        "path": str(translator.model_dir),
-        "src_lang": meta.get("src_lang"),
-        "tgt_lang": meta.get("tgt_lang"),
-        "step": meta.get("step"),
-        "attention": translator.config.model.attention,
-        "src_vocab_size": translator.config.model.src_vocab_size,
-        "tgt_vocab_size": translator.config.model.tgt_vocab_size,
-    }
 
 
 def _page() -> str:
