@@ -121,10 +121,15 @@ def test_set(data: Path, layout: Layout, limit: int) -> TestSet:
     raw_src, ref = raw_test(data, layout)
     pieces = layout.pieces / "test_2016_flickr.sp.de"
     total = sum(1 for _ in open(raw_src, encoding="utf-8"))
-    if not limit or limit >= total:
-        return TestSet(raw_src, pieces, ref, total)
+    return head(TestSet(raw_src, pieces, ref, total), limit, layout)
+
+
+def head(test: TestSet, limit: int, layout: Layout) -> TestSet:
+    """The first `limit` sentences of `test` (all of it when `limit` is 0 or not smaller)."""
+    if not limit or limit >= test.sentences:
+        return test
     subset = []
-    for path in (raw_src, pieces, ref):
+    for path in (test.raw_src, test.pieces_src, test.ref):
         target = layout.outputs / f"head{limit}.{path.name}"
         _head(path, target, limit)
         subset.append(target)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from metrics import (
     BEAM,
+    BEAM_BATCH1,
     BEAM_EARLY,
     BEAM_INT8,
     BEAM_SHORTLIST_INT8,
@@ -118,6 +119,9 @@ def goals(results: BenchResults) -> list[Goal]:
                 _speed_goal(results, f"beam 5 batch 64 sents/s {two}", BEAM, system, 2),
                 _speed_goal(results, f"greedy batch 64 sents/s {two}", GREEDY, system, 2),
             ]
+            if BEAM_BATCH1.value(results, system) is not None:
+                label = f"beam 5 batch 1 sents/s {two} at batch 1"
+                found.append(_speed_goal(results, label, BEAM_BATCH1, system, 2))
             for flag, metric in (
                 ("--quantize", BEAM_INT8),
                 ("--early-stop", BEAM_EARLY),

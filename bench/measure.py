@@ -139,14 +139,16 @@ def translate(
     tag: str = "speed",
     early_stop: bool = False,
     shortlist: bool = False,
+    batch: int = 64,
 ) -> TranslationResult:
     """Translate the test set once, timed, and score it against the raw reference."""
     search = ("greedy" if beam == 1 else f"beam{beam}") + ("-early" if early_stop else "")
     search += "-shortlist" if shortlist else ""
     name = f"{tag}-{system.name}-{search}{'-int8' if quantize else ''}"
+    name += f"-batch{batch}" if batch != 64 else ""
     out = layout.outputs / f"{name}.txt"
     cmd = systems.translate_command(
-        layout, system, model, beam, test, out, quantize, early_stop, shortlist
+        layout, system, model, beam, test, out, quantize, early_stop, shortlist, batch
     )
     log = layout.log(f"{tag}-translate-{system.name}")
     result = _run(cmd, log, budget_s=TRANSLATE_LIMIT_S, grace_s=30.0)
@@ -160,7 +162,7 @@ def translate(
         system=system.name,
         search=search,
         quantized=quantize,
-        batch_size=64,
+        batch_size=batch,
         sentences=test.sentences,
         wall_s=result.seconds,
         sents_per_s=test.sentences / result.seconds,

@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 
 PEERS = ("onmt", "joey")
 OURS = ("nmt", "nmt-2p", "nmt-fast")
+# The batch-1 rows translate the head of the test set: one sentence at a time, the whole set
+# would take each system minutes per round.
+BATCH1_SENTENCES = 200
 
 
 @dataclass
@@ -61,7 +64,9 @@ def training(results: BenchResults, system: str) -> TrainingResult | None:
     return next((t for t in results.training if t.system == system), None)
 
 
-def _translation(results: BenchResults, system: str, search: str, quantized: bool = False):
+def _translation(
+    results: BenchResults, system: str, search: str, quantized: bool = False, batch: int = 64
+):
     return next(
         (
             t
@@ -69,6 +74,7 @@ def _translation(results: BenchResults, system: str, search: str, quantized: boo
             if t.system == system
             and t.search == search
             and t.quantized == quantized
+            and t.batch_size == batch
             and t.returncode == 0
         ),
         None,
@@ -90,19 +96,19 @@ def _tokens_per_update(results: BenchResults, system: str) -> float | None:
     return run.throughput.tokens_per_step if run and run.throughput else None
 
 
-def _speed(label: str, search: str, quantized: bool = False) -> Metric:
+def _speed(label: str, search: str, quantized: bool = False, batch: int = 64) -> Metric:
     """Sentences/s of the translation rows with that search: the median over the rounds."""
 
     def value(results: BenchResults, system: str) -> float | None:
-        run = _translation(results, system, search, quantized)
+        run = _translation(results, system, search, quantized, batch)
         return run.sents_per_s if run else None
 
     def rounds(results: BenchResults, system: str) -> list[float]:
-        run = _translation(results, system, search, quantized)
+        run = _translation(results, system, search, quantized, batch)
         return run.rounds_sents_per_s() if run else []
 
     def bleu(results: BenchResults, system: str) -> float | None:
-        run = _translation(results, system, search, quantized)
+        run = _translation(results, system, search, quantized, batch)
         return run.bleu if run else None
 
     return Metric(label, value, digits=1, rounds=rounds, bleu=bleu, paired=True)
@@ -167,6 +173,11 @@ GREEDY = _speed("translate test set, greedy, batch 64: sentences/s", "greedy")
 BEAM = _speed("translate test set, beam 5, batch 64: sentences/s", "beam5")
 GREEDY_INT8 = _speed("… with --quantize, greedy: sentences/s", "greedy", True)
 BEAM_INT8 = _speed("… with --quantize, beam 5: sentences/s", "beam5", True)
+BEAM_BATCH1 = _speed(
+    f"translate the first {BATCH1_SENTENCES} test sentences, beam 5, batch 1: sentences/s",
+    "beam5",
+    batch=1,
+)
 BEAM_EARLY = _speed(
     "… with --early-stop (the peers' stopping rule), beam 5: sentences/s", "beam5-early"
 )
@@ -198,6 +209,7 @@ METRICS = [
     BEAM,
     GREEDY_INT8,
     BEAM_INT8,
+    BEAM_BATCH1,
     BEAM_EARLY,
     BEAM_EARLY_INT8,
     BEAM_SHORTLIST,

@@ -10,6 +10,7 @@ from goals import BLEU_TOLERANCE, TOKENS_PER_UPDATE_TOLERANCE, Goal
 from machine import Machine
 from measure import LatencyResult, TrainingResult, TranslationResult
 from metrics import (
+    BATCH1_SENTENCES,
     METRICS,
     OURS,
     PEERS,
@@ -151,7 +152,8 @@ def _method(results: BenchResults) -> list[str]:
     ]
     lines += [f"  - {arch}: {formula}" for arch, formula in results.flops_formulas.items()]
     lines += [
-        f"- Translation: the test_2016_flickr sentences, batch 64, greedy and beam 5, "
+        f"- Translation: the test_2016_flickr sentences, batch 64, greedy and beam 5, and beam 5 "
+        f"at batch 1 on the first {BATCH1_SENTENCES}, "
         f"{o.get('rounds', 1)} interleaved rounds (each round runs every row once, in the order "
         "of the table), median and min–max over the rounds; wall time of the whole process "
         "(start-up and model loading included); peak RSS from wait4 of the child. BLEU: sacreBLEU "

@@ -140,20 +140,22 @@ class Bench:
                 self.models[name] = systems.checkpoint(system, self.layout.models / f"speed-{name}")
 
     def translation_jobs(self) -> list[tuple]:
-        """(system, model, beam, quantize, early stop, shortlist) of every translation row:
-        greedy and beam 5 for every trained system; ours also with --quantize, nmt also at
-        beam 5 with --early-stop (the stopping rule the peers use) and with --shortlist."""
+        """(system, model, beam, quantize, early stop, shortlist, batch) of every translation
+        row: greedy and beam 5 at batch 64 and beam 5 at batch 1 for every trained system; ours
+        also with --quantize, nmt also at beam 5 with --early-stop (the stopping rule the peers
+        use) and with --shortlist."""
         jobs = []
         for name, model in self.models.items():
             system = SYSTEMS[name]
             if system.train_only:
                 continue
-            runs = [(beam, False, False, False) for beam in (1, 5)]
+            runs = [(beam, False, False, False, 64) for beam in (1, 5)]
+            runs.append((5, False, False, False, 1))
             if system.ours:
-                runs += [(1, True, False, False), (5, True, False, False)]
+                runs += [(1, True, False, False, 64), (5, True, False, False, 64)]
             if name == "nmt":
-                runs += [(5, False, True, False), (5, True, True, False)]
-                runs += [(5, False, False, True), (5, True, False, True)]
+                runs += [(5, False, True, False, 64), (5, True, True, False, 64)]
+                runs += [(5, False, False, True, 64), (5, True, False, True, 64)]
             jobs += [(system, model, *run) for run in runs]
         return jobs
 
@@ -162,22 +164,25 @@ class Bench:
         of the machine meets every system alike; a row that fails is not run again."""
         jobs = self.translation_jobs()
         done: list[list[measure.TranslationResult]] = [[] for _ in jobs]
+        tests = {64: test, 1: dataset.head(test, metrics.BATCH1_SENTENCES, self.layout)}
         for round_ in range(self.args.rounds):
-            for index, (system, model, beam, quantize, early, shortlist) in enumerate(jobs):
+            for index, (system, model, beam, quantize, early, shortlist, batch) in enumerate(jobs):
                 if any(run.returncode != 0 for run in done[index]):
                     continue
                 label = f"translate {system.name} beam {beam}{' int8' if quantize else ''}"
                 label += (" early-stop" if early else "") + (" shortlist" if shortlist else "")
+                label += f" batch {batch}" if batch != 64 else ""
                 with self.rec.step(f"{label}, round {round_ + 1}"):
                     run = measure.translate(
                         self.layout,
                         system,
                         model,
-                        test,
+                        tests[batch],
                         beam,
                         quantize,
                         early_stop=early,
                         shortlist=shortlist,
+                        batch=batch,
                     )
                     done[index].append(run)
                     if round_ == 0:

@@ -161,22 +161,23 @@ def translate_command(
     quantize: bool = False,
     early_stop: bool = False,
     shortlist: bool = False,
+    batch: int = 64,
 ) -> Command:
-    """Translate the test set with batch 64 and beam `beam` (1 = greedy) into `out`."""
+    """Translate the test set with `batch` sentences a batch and beam `beam` (1 = greedy)."""
     if system.ours:
         argv = [OUR_NMT, "translate", "-m", model, "-i", test.raw_src, "--beam", str(beam)]
         argv += ["--max-len", str(MAX_OUTPUT)]
-        argv += ["--batch-size", "64", *(["--quantize"] if quantize else [])]
+        argv += ["--batch-size", str(batch), *(["--quantize"] if quantize else [])]
         argv += ["--early-stop"] if early_stop else []
         argv += ["--shortlist"] if shortlist else []
         return Command(argv, stdout=out, output=out)
     if system.kind == "onmt":
         return Command(
-            _onmt_translate(layout, model, beam, test.pieces_src, out),
+            _onmt_translate(layout, model, beam, test.pieces_src, out, batch),
             extra_env=ONMT_ENV,
             output=out,
         )
-    config = _joey_translate_config(layout, model, beam)
+    config = _joey_translate_config(layout, model, beam, batch)
     argv = [_python(layout, system), "-m", "joeynmt", "translate", config]
     return Command(argv, stdin=test.pieces_src, stdout=out, output=out)
 
@@ -184,27 +185,28 @@ def translate_command(
 ONMT_ENV = {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}  # its checkpoints hold an argparse.Namespace
 
 
-ONMT_SEARCH = (
-    f"-batch_size 64 -batch_type sents -max_length {MAX_OUTPUT} -length_penalty wu -alpha 1.0 "
-    "-gpu -1"
-)
+ONMT_SEARCH = f"-batch_type sents -max_length {MAX_OUTPUT} -length_penalty wu -alpha 1.0 -gpu -1"
 
 
-def _onmt_translate(layout: Layout, model: Path, beam: int, src: Path, out: Path) -> list:
+def _onmt_translate(
+    layout: Layout, model: Path, beam: int, src: Path, out: Path, batch: int = 64
+) -> list:
     """onmt_translate with the peers' search settings: GNMT length penalty 1.0, max length 100."""
     binary = layout.venv("onmt") / "bin" / "onmt_translate"
     argv = [binary, "-model", model, "-src", src, "-output", out, "-beam_size", str(beam)]
-    return argv + ONMT_SEARCH.split()
+    return argv + ["-batch_size", str(batch), *ONMT_SEARCH.split()]
 
 
-def _joey_translate_config(layout: Layout, checkpoint_path: Path, beam: int) -> Path:
+def _joey_translate_config(
+    layout: Layout, checkpoint_path: Path, beam: int, batch: int = 64
+) -> Path:
     run_dir = checkpoint_path.parent
-    target = layout.configs / f"{run_dir.name}-translate-beam{beam}.yaml"
+    target = layout.configs / f"{run_dir.name}-translate-beam{beam}-batch{batch}.yaml"
     overrides = {
         "training.model_dir": run_dir,
         "testing.load_model": checkpoint_path,
         "testing.beam_size": beam,
-        "testing.batch_size": 64,
+        "testing.batch_size": batch,
         "testing.batch_type": "sentence",
         "testing.max_output_length": MAX_OUTPUT,
     }

@@ -72,10 +72,12 @@ def _results(systems: list[str]) -> metrics.BenchResults:
     return metrics.BenchResults(machine.describe(), {}, options, 100.0, "", {})
 
 
-def _translation(system, search, runs_s, bleu, int8=False):
+def _translation(system, search, runs_s, bleu, int8=False, batch=64):
     """A translation row of 1,000 sentences, one round per time in `runs_s`."""
     rounds = [
-        TranslationResult(system, search, int8, 64, 1000, s, 1000 / s, 10.0, 500.0, bleu, "", 0, "")
+        TranslationResult(
+            system, search, int8, batch, 1000, s, 1000 / s, 10.0, 500.0, bleu, "", 0, ""
+        )
         for s in runs_s
     ]
     return measure.combine(rounds)
@@ -128,6 +130,23 @@ def test_a_faster_system_that_loses_bleu_does_not_pass():
     int8 = found["beam 5 --quantize batch 64 sents/s ≥ 2× the faster peer (its beam 5)"]
     assert int8.passed is True and int8.measured == pytest.approx(100.0)
     assert found["greedy batch 64 sents/s ≥ 2× the faster peer"].note == "not measured"
+
+
+def test_batch_1_is_judged_against_the_peers_at_batch_1_only():
+    results = _results(["onmt", "joey", "nmt"])
+    results.training = [_training("onmt", 800, 1500), _training("nmt", 1700, 1000)]
+    results.translation = [
+        _translation("onmt", "beam5", [10, 10, 10], bleu=8.0),  # batch 64: 100 sents/s
+        _translation("onmt", "beam5", [50, 40, 45], bleu=8.0, batch=1),  # 22.2 sents/s
+        _translation("joey", "beam5", [100, 90, 95], bleu=9.0, batch=1),
+        _translation("nmt", "beam5", [20, 18, 22], bleu=8.0, batch=1),  # 50 sents/s: 2.25x
+    ]
+    found = {g.goal: g for g in goals.goals(results)}
+    single = found["beam 5 batch 1 sents/s ≥ 2× the faster peer at batch 1"]
+    assert single.target == pytest.approx(2 * 1000 / 45) and single.passed is True
+    assert single.ratio == pytest.approx([2.25, (1000 / 22) / (1000 / 45), 2.5])  # per round
+    assert found["beam 5 batch 64 sents/s ≥ 2× the faster peer"].note == "not measured"
+    assert "batch 1: sentences/s" in report.markdown(results)
 
 
 def test_speed_goals_need_three_rounds_and_a_report_renders_again_from_its_json(tmp_path):
