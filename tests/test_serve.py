@@ -406,14 +406,34 @@ def test_the_worker_process_answers_as_the_service_in_this_process(toy_model_dir
         local.close()
     worker = WorkerProcess(spec, window=0.0).start()
     try:
-        assert worker.models == local.models
+        assert worker.models == local.models and worker.healthy
         dropped = worker.submit(TranslateRequest(lines=LINES[:8], beam=5, align=False))
-        dropped.cancel()  # a client that gave up: the others are still answered
+        assert dropped.cancel()  # a client that gave up: forgotten here, dropped in the child
+        assert dropped.cancelled() and not worker._futures
         got = [worker.submit(r, api).result(timeout=60) for r, api in requests]
     finally:
         worker.close()
     assert got == wanted
-    assert worker._process.exitcode == 0
+    assert worker._process.exitcode == 0 and not worker._reader.is_alive()
+    worker.close()  # a second close does nothing
+
+
+def test_the_app_over_the_worker_process_and_after_its_death(toy_model_dir, expected):
+    worker = WorkerProcess(ModelSpec((toy_model_dir,), device="cpu", threads=1)).start()
+    with TestClient(create_app(worker)) as http:
+        assert http.get("/health").json() == {"status": "ok"}
+        answer = http.post("/translate", json={"q": LINES[7]}).json()["translations"][0]
+        assert answer["translation"] == expected[LINES[7]]
+        in_flight = worker.submit(TranslateRequest(lines=LINES[:16], beam=5, align=True))
+        worker._process.kill()  # as the kernel's OOM killer would
+        with pytest.raises(NmtError, match=r"has stopped.*\(exit code -9\)"):
+            in_flight.result(timeout=30)
+        health = http.get("/health")
+        assert health.status_code == 503 and "restart nmt serve" in health.json()["error"]
+        after = http.post("/translate", json={"q": LINES[0]})
+        assert after.status_code == 500
+        assert "restart nmt serve" in after.json()["error"] and "\n" not in after.json()["error"]
+    assert not worker._reader.is_alive() and worker.closed
 
 
 def test_a_model_the_worker_process_cannot_load_raises_the_loaders_error(tmp_path):
@@ -425,13 +445,3 @@ def test_a_model_the_worker_process_cannot_load_raises_the_loaders_error(tmp_pat
     result = invoke("serve", "-m", tmp_path, "--port", "0")
     assert result.exit_code == 3 and "Traceback" not in result.output
     assert str(tmp_path) in result.stderr and len(result.stderr.strip().splitlines()) == 1
-
-
-def test_requests_fail_with_one_line_once_the_worker_process_dies(toy_model_dir):
-    worker = WorkerProcess(ModelSpec((toy_model_dir,), device="cpu", threads=1)).start()
-    worker._process.kill()
-    worker._process.join()
-    worker._reader.join(timeout=30)
-    with pytest.raises(NmtError, match="has stopped.*restart nmt serve"):
-        worker.submit(TranslateRequest(lines=[LINES[0]], beam=1, align=False)).result(timeout=30)
-    worker.close()  # returns: nothing left to wait for

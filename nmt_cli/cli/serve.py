@@ -40,7 +40,7 @@ def serve(
 ) -> None:
     """Serve translations over HTTP: POST /translate, OpenNMT-py's POST /translator/translate, a page at /."""
     from nmt_cli.cli.boundary import stderr_console
-    from nmt_cli.errors import ConfigError
+    from nmt_cli.errors import ConfigError, Interrupted
 
     try:
         import uvicorn
@@ -65,7 +65,15 @@ def serve(
         f"nmt: serving {' + '.join(map(str, model))} on http://{host}:{port}/ (Ctrl-C to stop)",
         markup=False,
     )
-    _serve_until_signalled(lambda: uvicorn.run(app, host=host, port=port, log_level="warning"))
+    try:
+        _serve_until_signalled(lambda: uvicorn.run(app, host=host, port=port, log_level="warning"))
+    finally:
+        drained = translator.closed  # the app closed it after the requests in flight
+        translator.close(timeout=5)  # else (a second Ctrl-C): the child is stopped now
+    if not drained:
+        raise Interrupted(
+            "nmt serve stopped at once (a second Ctrl-C): requests in flight got no answer"
+        )
     stderr_console().print("nmt: stopped, every request answered", markup=False)
 
 

@@ -34,7 +34,7 @@ from nmt_cli.serve.requests import (
     parse_body,
     translate_request,
 )
-from nmt_cli.serve.worker import NMT_API, OPENNMT_API
+from nmt_cli.serve.worker import NMT_API, OPENNMT_API, STOPPED
 
 if TYPE_CHECKING:
     from nmt_cli.serve.worker import Local, WorkerProcess
@@ -62,7 +62,12 @@ def create_app(translator: Local | WorkerProcess, limits: Limits | None = None) 
 
     @app.exception_handler(NmtError)
     async def failed(_request, exc: NmtError):  # the search failed, or its process stopped
-        return JSONResponse({"error": str(exc).splitlines()[0]}, status_code=500)
+        return JSONResponse({"error": _first_line(exc)}, status_code=500)
+
+    @app.exception_handler(Exception)
+    async def crashed(_request, exc: Exception):  # a bug: the server log has the traceback
+        message = f"translation failed: {type(exc).__name__}: {_first_line(exc)}"
+        return JSONResponse({"error": message}, status_code=500)
 
     async def run(request: TranslateRequest, api: str) -> list[dict]:
         return await asyncio.wrap_future(translator.submit(request, api))
@@ -79,7 +84,9 @@ def create_app(translator: Local | WorkerProcess, limits: Limits | None = None) 
 
     @app.get("/health")
     async def health():
-        return {"status": "ok"}
+        if translator.healthy:
+            return {"status": "ok"}
+        return JSONResponse({"status": "stopped", "error": STOPPED}, status_code=503)
 
     @app.get("/models")
     async def list_models():
@@ -98,6 +105,10 @@ async def _body(request: Request, limits: Limits) -> bytes:
     if declared.isdigit():
         check_size(int(declared), limits)
     return await request.body()
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
 
 
 def _page() -> str:

@@ -35,6 +35,8 @@ NMT_API, OPENNMT_API = "nmt", "opennmt"  # POST /translate and POST /translator/
 class Local:
     """The batcher over `translator` in this process (the tests' service, and the child's)."""
 
+    healthy = True
+
     def __init__(self, translator: Translator, window: float = 0.005, max_lines: int = 64):
         self.translator = translator
         self.batcher = Batcher(_streams_of(translator), window, max_lines)
@@ -151,7 +153,8 @@ class WorkerProcess:
     """`Local` in a child process: `start` loads the model there (its error, if any, is raised
     here), `submit` sends a request over a pipe, and a reader thread settles the futures.
 
-    If the child dies, the requests in it and every later one fail with a one-line NmtError.
+    If the child dies, the requests in it and every later one fail with a one-line NmtError,
+    and `healthy` turns False (GET /health then answers 503).
     """
 
     def __init__(self, spec: ModelSpec, window: float = 0.005, max_lines: int = 64):
@@ -165,22 +168,35 @@ class WorkerProcess:
         self._ids = itertools.count()
         self._lock = threading.Lock()  # one message on the pipe at a time
         self._reader = threading.Thread(target=self._read, name="nmt-answers", daemon=True)
-        self._stopped: NmtError | None = None
+        self._stopped: str | None = None  # why requests fail, once the child is gone
+        self._closed = False
         self.models: list[dict] = []
 
+    @property
+    def healthy(self) -> bool:
+        return self._stopped is None and self._process.is_alive()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def start(self) -> WorkerProcess:
-        self._process.start()
-        self._child_end.close()
         try:
+            with _signals_ignored():  # the child starts deaf to Ctrl-C: the parent stops it
+                self._process.start()
+            self._child_end.close()
             kind, payload = self._conn.recv()
         except (EOFError, OSError):
-            self._process.join()
+            self._abandon()
             raise NmtError(
                 f"the translating process exited with code {self._process.exitcode} while "
                 "loading the model"
             ) from None
+        except BaseException:  # Ctrl-C while the model loads: the child must not go on
+            self._abandon()
+            raise
         if kind == "error":
-            self._process.join()
+            self._abandon()
             raise payload
         self.models = payload
         self._reader.start()
@@ -190,7 +206,7 @@ class WorkerProcess:
         future: Future = Future()
         with self._lock:
             if self._stopped is not None:
-                future.set_exception(self._stopped)
+                future.set_exception(NmtError(self._stopped))
                 return future
             ident = next(self._ids)
             self._futures[ident] = future
@@ -198,27 +214,42 @@ class WorkerProcess:
                 self._conn.send((ident, request, api))
             except OSError:  # the child is gone; the reader is about to see it
                 del self._futures[ident]
-                future.set_exception(
-                    NmtError("the translating process has stopped: restart nmt serve")
-                )
+                future.set_exception(NmtError(STOPPED))
                 return future
         future.add_done_callback(lambda done: done.cancelled() and self._cancel(ident))
         return future
 
     def _cancel(self, ident: int) -> None:
-        with self._lock:
+        with self._lock, contextlib.suppress(OSError):
             if self._futures.pop(ident, None) is not None and self._stopped is None:
                 self._conn.send((ident, None, None))
 
-    def close(self) -> None:
-        """Let the child finish what it holds, then wait for it to exit."""
-        with self._lock:
+    def close(self, timeout: float = 60.0) -> None:
+        """Let the child finish what it holds, for at most `timeout` s, then make sure it has
+        exited (killed if need be). A second call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        with self._lock, contextlib.suppress(OSError):
             if self._stopped is None:
                 self._conn.send(None)
-        self._reader.join()
-        self._process.join(timeout=60)
+        if self._reader.is_alive():
+            self._reader.join(timeout)
+        self._process.join(timeout=5)
         if self._process.is_alive():
-            self._process.terminate()
+            self._process.kill()
+            self._process.join()
+        self._reader.join(5)
+        self._conn.close()
+
+    def _abandon(self) -> None:
+        """Stop a child that failed to start or was interrupted while loading."""
+        if self._process.pid is not None:
+            if self._process.is_alive():
+                self._process.kill()
+            self._process.join()
+        self._conn.close()
+        self._closed = True
 
     def _read(self) -> None:
         while True:
@@ -233,13 +264,28 @@ class WorkerProcess:
                 _settle(future, records, error)
         self._process.join(timeout=5)
         with self._lock:
-            self._stopped = NmtError(
-                f"the translating process has stopped (exit code {self._process.exitcode}): "
-                "restart nmt serve"
-            )
+            self._stopped = f"{STOPPED} (exit code {self._process.exitcode})"
             left, self._futures = list(self._futures.values()), {}
         for future in left:
-            _settle(future, error=self._stopped)
+            _settle(future, error=NmtError(self._stopped))
+
+
+STOPPED = "the translating process has stopped: restart nmt serve"
+
+
+@contextlib.contextmanager
+def _signals_ignored():
+    """SIGINT and SIGTERM ignored meanwhile (in the main thread; elsewhere nothing changes), so
+    that a process started now begins with them ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
 
 
 def _work(conn, spec: ModelSpec, window: float, max_lines: int) -> None:
