@@ -362,15 +362,15 @@ def test_the_page_shows_translation_and_heatmap_in_a_browser(translator, expecte
         browser.close()
 
 
-def test_sigterm_drains_the_request_in_flight_and_exits_cleanly(toy_model_dir, expected):
+@contextlib.contextmanager
+def serve_command(model_dir, *options):
+    """`nmt serve` as a user starts it, on a free loopback port; yields (process, URL)."""
     with socket.socket() as probe:  # a free port, released before the server takes it
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "nmt_cli", "serve", "-m", str(toy_model_dir)]
+    command = [sys.executable, "-m", "nmt_cli", "serve", "-m", str(model_dir)]
     server = subprocess.Popen(
-        [*command, "--port", str(port), "--window-ms", "1000", "--threads", "1"],
-        stderr=subprocess.PIPE,
-        text=True,
+        [*command, "--port", str(port), *options], stderr=subprocess.PIPE, text=True
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -380,6 +380,13 @@ def test_sigterm_drains_the_request_in_flight_and_exits_cleanly(toy_model_dir, e
                 if httpx.get(url + "/health").status_code == 200:
                     break
             time.sleep(0.1)
+        yield server, url
+    finally:
+        server.kill()
+
+
+def test_sigterm_drains_the_request_in_flight_and_exits_cleanly(toy_model_dir, expected):
+    with serve_command(toy_model_dir, "--window-ms", "1000", "--threads", "1") as (server, url):
         with ThreadPoolExecutor(1) as pool:
             answer = pool.submit(httpx.post, url + "/translate", json={"q": LINES[3]}, timeout=30)
             time.sleep(0.3)  # the request now waits in the batching window (1 s)
@@ -389,8 +396,22 @@ def test_sigterm_drains_the_request_in_flight_and_exits_cleanly(toy_model_dir, e
         assert server.wait(timeout=30) == 0
         log = server.stderr.read()
         assert "127.0.0.1" in log and "every request answered" in log and "Traceback" not in log
-    finally:
-        server.kill()
+
+
+def test_a_second_ctrl_c_stops_at_once_and_says_what_was_dropped(toy_model_dir):
+    with serve_command(toy_model_dir, "--window-ms", "1000", "--threads", "1") as (server, url):
+        with ThreadPoolExecutor(1) as pool:
+            body = {"q": LINES[:32], "beam": 16}
+            pending = pool.submit(httpx.post, url + "/translate", json=body, timeout=30)
+            time.sleep(0.3)  # waiting in the batching window: the first Ctrl-C waits for it
+            server.send_signal(signal.SIGINT)
+            time.sleep(0.2)
+            server.send_signal(signal.SIGINT)  # the second: stop now
+            assert server.wait(timeout=20) == 130  # no wait on the translating process
+            with contextlib.suppress(httpx.HTTPError):
+                assert pending.result().status_code >= 500
+        last = server.stderr.read().strip().splitlines()[-1]
+        assert last.startswith("error:") and "requests in flight got no answer" in last
 
 
 def test_the_worker_process_answers_as_the_service_in_this_process(toy_model_dir, translator):
