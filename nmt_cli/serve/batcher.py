@@ -120,7 +120,7 @@ class Batcher:
         if job is None:
             self._closing = True
         elif not job.left:
-            _resolve(job.future, [])
+            settle(job.future, [])
         else:
             self._waiting.extend((job, i) for i in range(job.left))
 
@@ -161,7 +161,7 @@ class Batcher:
                 self._streams[key].add([((job, i), job.request.lines[i]) for job, i in lines])
             except Exception as exc:  # the stream is as it was: only these requests fail
                 for job in jobs:
-                    _resolve(job.future, error=exc)
+                    settle(job.future, error=exc)
                 continue
             self._running.setdefault(key, set()).update(jobs)
 
@@ -172,19 +172,19 @@ class Batcher:
         except Exception as exc:  # the search is lost: every job with a line in it fails
             del self._streams[key]
             for job in self._running.pop(key, set()):
-                _resolve(job.future, error=exc)
+                settle(job.future, error=exc)
             return
         running = self._running.setdefault(key, set())
         for (job, index), result in finished:
             job.results[index] = result
             job.left -= 1
             if not job.left:
-                _resolve(job.future, job.results)
+                settle(job.future, job.results)
             if job.future.done():  # answered, failed or cancelled: the search holds no more of it
                 running.discard(job)
 
 
-def _resolve(future: Future, result: object = None, error: BaseException | None = None) -> None:
+def settle(future: Future, result: object = None, error: BaseException | None = None) -> None:
     """Give the future its result or error, unless it already has one or was cancelled."""
     try:
         if error is not None:

@@ -16,14 +16,14 @@ import multiprocessing
 import pickle
 import signal
 import threading
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nmt_cli.errors import NmtError
-from nmt_cli.serve.batcher import Batcher
+from nmt_cli.serve.batcher import Batcher, settle
 from nmt_cli.serve.requests import TranslateRequest
 
 if TYPE_CHECKING:
@@ -78,20 +78,9 @@ def _render(records: Future, request: TranslateRequest, api: str, job: Future) -
         else:
             result = [record(t, request.align) for t in translations]
     except Exception as exc:
-        _settle(records, error=exc)
+        settle(records, error=exc)
     else:
-        _settle(records, result)
-
-
-def _settle(future: Future, result: object = None, error: BaseException | None = None) -> None:
-    """Give the future its result or error, unless it was cancelled meanwhile."""
-    try:
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
-    except InvalidStateError:
-        pass
+        settle(records, result)
 
 
 def record(translation: Translation, align: bool) -> dict:
@@ -261,13 +250,13 @@ class WorkerProcess:
                 break
             future = self._futures.pop(ident, None)
             if future is not None:
-                _settle(future, records, error)
+                settle(future, records, error)
         self._process.join(timeout=5)
         with self._lock:
             self._stopped = f"{STOPPED} (exit code {self._process.exitcode})"
             left, self._futures = list(self._futures.values()), {}
         for future in left:
-            _settle(future, error=NmtError(self._stopped))
+            settle(future, error=NmtError(self._stopped))
 
 
 STOPPED = "the translating process has stopped: restart nmt serve"
