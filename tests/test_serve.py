@@ -242,6 +242,20 @@ def test_requests_waiting_together_start_as_one_batch():
     ]
 
 
+def test_the_worker_loop_runs_in_the_calling_thread_until_stopped():
+    log = []
+    batcher = Batcher(fake_streams(log)[0], window=0.0)
+    first = batcher.submit(TranslateRequest(["ab"], 5, False))
+    threads = []  # the thread that answered each request
+    first.add_done_callback(lambda _: threads.append(threading.current_thread()))
+    # a request sent once the first is answered, then stop: the loop finishes it, returns
+    first.add_done_callback(lambda _: (batcher.submit(TranslateRequest(["c"], 5, False)),))
+    first.add_done_callback(lambda _: batcher.stop())
+    batcher.run()
+    assert first.result() == ["AB"] and threads == [threading.main_thread()]
+    assert [lines for _, lines, _ in log] == [["ab"], ["c"]]
+
+
 def test_an_idle_worker_waits_while_requests_keep_coming_within_the_window():
     log = []
     batcher = Batcher(fake_streams(log)[0], window=1.0).start()

@@ -88,9 +88,17 @@ class Batcher:
         self._jobs.put(job)
         return job.future
 
-    def close(self) -> None:
-        """Finish the jobs already queued, then stop the worker."""
+    def run(self) -> None:
+        """The worker's loop in the calling thread instead of a thread of its own, until `stop`."""
+        self._run()
+
+    def stop(self) -> None:
+        """Let the worker finish the jobs already queued, then end its loop; do not wait."""
         self._jobs.put(None)
+
+    def close(self) -> None:
+        """Finish the jobs already queued, then stop the worker thread."""
+        self.stop()
         self._worker.join()
 
     def _run(self) -> None:

@@ -290,7 +290,7 @@ def _work(conn, spec: ModelSpec, window: float, max_lines: int) -> None:
         translator = Translator.load(
             first, spec.device, spec.quantize, spec.threads, partners=partners
         )
-        local = Local(translator, window, max_lines).start()
+        local = Local(translator, window, max_lines)
     except Exception as exc:
         conn.send(("error", _portable(exc)))
         return
@@ -301,6 +301,19 @@ def _work(conn, spec: ModelSpec, window: float, max_lines: int) -> None:
             conn.send(message)
 
     send(("ready", local.models))
+    relay = threading.Thread(target=_relay, args=(conn, local, send), name="nmt-requests")
+    relay.start()
+    # The search in the main thread: there torch's CPU operators run on all the threads it was
+    # given; run from another thread the same continuous batch went at about the rate of one
+    # torch thread (demo model, 32 clients: 176-185 against 102-133 sentences/s, same process).
+    local.batcher.run()
+    relay.join()
+    send((None, None, None))
+
+
+def _relay(conn, local: Local, send) -> None:
+    """The child's requests from the pipe to the batcher, until the parent says stop (None) or
+    goes away; then the batcher finishes what it holds and stops."""
     futures: dict[int, Future] = {}
     while True:
         try:
@@ -316,8 +329,7 @@ def _work(conn, spec: ModelSpec, window: float, max_lines: int) -> None:
             continue
         futures[ident] = future = local.submit(request, api)
         future.add_done_callback(partial(_answer, send, futures, ident))
-    local.close()
-    send((None, None, None))
+    local.batcher.stop()
 
 
 def _answer(send, futures: dict[int, Future], ident: int, future: Future) -> None:
