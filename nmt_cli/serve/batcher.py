@@ -1,4 +1,5 @@
-"""Requests translated together, by one worker thread running a continuous batch.
+"""Requests translated together, by one worker loop running a continuous batch (in a thread of
+its own after `start`, or in the calling thread with `run`).
 
 Every request becomes a job on a queue. The worker keeps one running search per (beam, align)
 setting (a `Stream`, e.g. `TranslationStream`). Between two steps of the searches it takes the
