@@ -3,9 +3,9 @@ or in a child process of its own (`WorkerProcess`, what `nmt serve` runs).
 
 Both take a checked request and the API it came by, and give a future of the JSON records the
 API answers with. In one process the search shares the GIL with the HTTP event loop: every torch
-operator releases it and must win it back, and under 32 clients a search step on the demo model
-took 4.5-4.9 ms instead of 3.3-3.6 ms. In a child process the search has a GIL of its own; only
-the requests and the records cross the pipe.
+operator releases it and must win it back: under 32 loopback clients a search step over ~22
+sentences of the demo model took 4.5-4.9 ms there, and 3.1-3.3 ms in a child process, where the
+search has a GIL of its own; only the requests and the records cross the pipe.
 """
 
 from __future__ import annotations
