@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import typer
@@ -65,8 +66,10 @@ def serve(
         f"nmt: serving {' + '.join(map(str, model))} on http://{host}:{port}/ (Ctrl-C to stop)",
         markup=False,
     )
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
     try:
-        _serve_until_signalled(lambda: uvicorn.run(app, host=host, port=port, log_level="warning"))
+        with _quiet_when_forced(server):
+            _serve_until_signalled(server.run)
     finally:
         drained = translator.closed  # the app closed it after the requests in flight
         translator.close(timeout=5)  # else (a second Ctrl-C): the child is stopped now
@@ -75,6 +78,24 @@ def serve(
             "nmt serve stopped at once (a second Ctrl-C): requests in flight got no answer"
         )
     stderr_console().print("nmt: stopped, every request answered", markup=False)
+
+
+@contextlib.contextmanager
+def _quiet_when_forced(server):
+    """Once a second Ctrl-C forces uvicorn to stop, it cancels the requests in flight and the
+    app's shutdown, and logs each as an error with a traceback; the command says what happened
+    in one line instead, so those records are dropped (and only those: before, errors show)."""
+    import logging
+
+    def keep(_record: logging.LogRecord) -> bool:
+        return not server.force_exit
+
+    log = logging.getLogger("uvicorn.error")
+    log.addFilter(keep)
+    try:
+        yield
+    finally:
+        log.removeFilter(keep)
 
 
 def _serve_until_signalled(run) -> None:
