@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from typing import TYPE_CHECKING
 
@@ -48,3 +49,10 @@ def set_threads(threads: int) -> None:
 
     if check_threads(threads):
         torch.set_num_threads(threads)
+
+
+def available_cores() -> int:
+    """The CPU cores this process may run on (its affinity where the system tells it)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1

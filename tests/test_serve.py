@@ -31,6 +31,7 @@ from nmt_cli.serve.worker import (  # noqa: E402
     OPENNMT_API,
     Local,
     ModelSpec,
+    WorkerPool,
     WorkerProcess,
 )
 from nmt_cli.translator import SearchOptions, Translator  # noqa: E402
@@ -482,3 +483,42 @@ def test_a_model_the_worker_process_cannot_load_raises_the_loaders_error(tmp_pat
     result = invoke("serve", "-m", tmp_path, "--port", "0")
     assert result.exit_code == 3 and "Traceback" not in result.output
     assert str(tmp_path) in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_pool_of_processes_shares_the_requests_and_answers_as_one(
+    toy_model_dir, expected, monkeypatch
+):
+    monkeypatch.setattr("nmt_cli.device.available_cores", lambda: 2)
+    pool = WorkerPool(ModelSpec((toy_model_dir,), device="cpu"), window=0.05).start()
+    try:  # --workers 0 on 2 cores: 2 processes of 1 thread each
+        assert len(pool.workers) == 2 and pool.healthy
+        assert all(w._process.is_alive() and w.device == "cpu" for w in pool.workers)
+        futures = [
+            pool.submit(TranslateRequest(lines=[line], beam=5, align=False)) for line in LINES[:8]
+        ]
+        assert [w.in_flight for w in pool.workers] == [4, 4]  # fewest in flight, then in turn
+        got = [f.result(timeout=60)[0]["translation"] for f in futures]
+        assert got == [expected[line] for line in LINES[:8]]
+        opennmt = pool.submit(TranslateRequest(lines=[LINES[9]], beam=5, align=False), OPENNMT_API)
+        assert opennmt.result(timeout=60)[0]["tgt"] == expected[LINES[9]]
+        pool.workers[0]._process.kill()
+        pool.workers[0]._reader.join(30)
+        assert not pool.healthy  # GET /health: 503, so a supervisor restarts the service
+        after = pool.submit(
+            TranslateRequest(lines=[LINES[3]], beam=5, align=False)
+        )  # the live one takes it
+        assert after.result(timeout=60)[0]["translation"] == expected[LINES[3]]
+    finally:
+        pool.close(timeout=30)
+    assert pool.closed and not any(w._process.is_alive() for w in pool.workers)
+
+
+def test_the_number_of_processes_is_checked_and_kept(toy_model_dir):
+    result = invoke("serve", "-m", toy_model_dir, "--workers", "-1")
+    assert result.exit_code == 2 and "--workers must be from 0" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    pool = WorkerPool(ModelSpec((toy_model_dir,), device="cpu", threads=1), workers=1).start()
+    try:
+        assert len(pool.workers) == 1 and pool.models == pool.workers[0].models
+    finally:
+        pool.close()

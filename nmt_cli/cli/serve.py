@@ -36,6 +36,12 @@ def serve(
         "--window-ms",
     ),
     quantize: bool = typer.Option(False, "--quantize", help="int8 dynamic quantization (CPU)."),
+    workers: int = typer.Option(
+        0,
+        "--workers",
+        help="Translating processes, each with the model (0: one per CPU core, at most 4, "
+        "sharing --threads; one on CUDA).",
+    ),
     threads: int = threads_option(),
     device: str = device_option(),
 ) -> None:
@@ -53,13 +59,13 @@ def serve(
             "pip install 'nmt-cli[serve]'"
         ) from None
     from nmt_cli.serve.requests import Limits
-    from nmt_cli.serve.worker import ModelSpec, WorkerProcess
+    from nmt_cli.serve.worker import ModelSpec, WorkerPool
 
-    _check_serve_options(beam, max_beam, max_lines, max_chars, max_batch, window_ms)
+    _check_serve_options(beam, max_beam, max_lines, max_chars, max_batch, window_ms, workers)
     check_device_options(device, threads)
     _check_free(host, port)
     spec = ModelSpec(tuple(model), device, quantize, threads)
-    translator = WorkerProcess(spec, window_ms / 1000, max_batch).start()  # loads, or raises
+    translator = WorkerPool(spec, workers, window_ms / 1000, max_batch).start()  # or raises
     limits = Limits(max_lines=max_lines, max_chars=max_chars, max_beam=max_beam, beam=beam)
     app = create_app(translator, limits)
     stderr_console().print(
@@ -115,7 +121,9 @@ def _serve_until_signalled(run) -> None:
             signal.signal(sig, handler)
 
 
-def _check_serve_options(beam, max_beam, max_lines, max_chars, max_batch, window_ms) -> None:
+def _check_serve_options(
+    beam, max_beam, max_lines, max_chars, max_batch, window_ms, workers
+) -> None:
     from nmt_cli.errors import ConfigError
 
     if not 1 <= beam <= max_beam:
@@ -129,6 +137,8 @@ def _check_serve_options(beam, max_beam, max_lines, max_chars, max_batch, window
             raise ConfigError(f"{name} must be at least 1, got {value}")
     if not 0 <= window_ms <= 1000:
         raise ConfigError(f"--window-ms must be from 0 to 1000, got {window_ms}")
+    if not 0 <= workers <= 64:
+        raise ConfigError(f"--workers must be from 0 (automatic) to 64, got {workers}")
 
 
 def _check_free(host: str, port: int) -> None:

@@ -37,10 +37,12 @@ from nmt_cli.serve.requests import (
 from nmt_cli.serve.worker import NMT_API, OPENNMT_API, STOPPED
 
 if TYPE_CHECKING:
-    from nmt_cli.serve.worker import Local, WorkerProcess
+    from nmt_cli.serve.worker import Local, WorkerPool, WorkerProcess
 
 
-def create_app(translator: Local | WorkerProcess, limits: Limits | None = None) -> FastAPI:
+def create_app(
+    translator: Local | WorkerProcess | WorkerPool, limits: Limits | None = None
+) -> FastAPI:
     """The service over a started translator (`nmt_cli.serve.worker`); it closes with the app."""
     limits = limits or Limits()
 
