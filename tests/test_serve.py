@@ -496,7 +496,7 @@ def test_a_pool_of_processes_shares_the_requests_and_answers_as_one(
         futures = [
             pool.submit(TranslateRequest(lines=[line], beam=5, align=False)) for line in LINES[:8]
         ]
-        assert [w.in_flight for w in pool.workers] == [4, 4]  # fewest in flight, then in turn
+        assert [w.in_flight for w in pool.workers] == [4, 4]  # fewest in flight, first of equals
         got = [f.result(timeout=60)[0]["translation"] for f in futures]
         assert got == [expected[line] for line in LINES[:8]]
         opennmt = pool.submit(TranslateRequest(lines=[LINES[9]], beam=5, align=False), OPENNMT_API)
@@ -522,3 +522,30 @@ def test_the_number_of_processes_is_checked_and_kept(toy_model_dir):
         assert len(pool.workers) == 1 and pool.models == pool.workers[0].models
     finally:
         pool.close()
+
+
+def test_busy_processes_share_the_cores_and_a_lone_one_has_them_all():
+    from multiprocessing import Value
+
+    from nmt_cli.serve.worker import CoreShare
+
+    busy, calls = Value("i", 0), {0: [], 1: []}
+    shares = [CoreShare(busy, 4, calls[k].append) for k in (0, 1)]
+    shares[0](True)  # alone at work: all 4 cores
+    shares[1](True)  # both: 2 each (the first learns it at its next round of steps)
+    shares[0](True)
+    shares[1](False)  # the second waits idle: its threads stay as they were
+    shares[0](True)
+    assert calls == {0: [4, 2, 4], 1: [2]} and busy.value == 1
+    shares[0](False)
+    assert busy.value == 0
+
+
+def test_the_worker_loop_says_when_it_searches_and_when_it_waits_idle():
+    log, paced = [], []
+    batcher = Batcher(fake_streams(log)[0], window=0.0, pace=paced.append)
+    future = batcher.submit(TranslateRequest(["abc"], 5, False))  # 3 steps
+    batcher.stop()
+    batcher.run()
+    assert future.result() == ["ABC"]
+    assert paced == [False, True, True, True]  # idle before the request, then each step

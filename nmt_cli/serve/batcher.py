@@ -67,8 +67,15 @@ class _Job:
 class Batcher:
     """The queue of translation jobs and the worker thread that runs their searches."""
 
-    def __init__(self, open_stream: OpenStream, window: float = 0.005, max_lines: int = 64):
+    def __init__(
+        self,
+        open_stream: OpenStream,
+        window: float = 0.005,
+        max_lines: int = 64,
+        pace: Callable[[bool], None] | None = None,
+    ):
         self.open_stream = open_stream
+        self.pace = pace  # told True before each round of steps, False before waiting idle
         self.window = window  # seconds without a new job after which an idle worker starts
         self.max_lines = max_lines  # lines in the searches at once, at most
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
@@ -107,9 +114,13 @@ class Batcher:
             if not self._busy():
                 if self._closing:
                     return
+                if self.pace:
+                    self.pace(False)
                 self._collect()
             else:
                 self._take_queued()
+            if self.pace:
+                self.pace(True)
             searching = any(s.active for s in self._streams.values())
             if (
                 len(self._waiting) >= _JOIN_LINES
