@@ -501,8 +501,15 @@ def test_a_pool_of_processes_shares_the_requests_and_answers_as_one(
         assert got == [expected[line] for line in LINES[:8]]
         opennmt = pool.submit(TranslateRequest(lines=[LINES[9]], beam=5, align=False), OPENNMT_API)
         assert opennmt.result(timeout=60)[0]["tgt"] == expected[LINES[9]]
+        lone = pool.submit(TranslateRequest(lines=[LINES[1]], beam=5, align=False))
+        assert [w.in_flight for w in pool.workers] == [1, 0]  # a lone client: the first process
+        lone.result(timeout=60)
+        pool.submit(TranslateRequest(lines=[LINES[2]], beam=5, align=False))
+        assert [w.in_flight for w in pool.workers] == [1, 0]
+        pool.busy[0] = 1  # as if killed at work: its flag must not stay set
         pool.workers[0]._process.kill()
         pool.workers[0]._reader.join(30)
+        assert pool.busy[0] == 0
         assert not pool.healthy  # GET /health: 503, so a supervisor restarts the service
         after = pool.submit(
             TranslateRequest(lines=[LINES[3]], beam=5, align=False)
@@ -524,21 +531,21 @@ def test_the_number_of_processes_is_checked_and_kept(toy_model_dir):
         pool.close()
 
 
-def test_busy_processes_share_the_cores_and_a_lone_one_has_them_all():
-    from multiprocessing import Value
+def test_busy_processes_share_the_threads_and_a_lone_one_has_them_all():
+    from multiprocessing import Array
 
     from nmt_cli.serve.worker import CoreShare
 
-    busy, calls = Value("i", 0), {0: [], 1: []}
-    shares = [CoreShare(busy, 4, calls[k].append) for k in (0, 1)]
-    shares[0](True)  # alone at work: all 4 cores
+    flags, calls = Array("b", 2, lock=False), {0: [], 1: []}
+    shares = [CoreShare(flags, k, 4, calls[k].append) for k in (0, 1)]
+    shares[0](True)  # alone at work: keeps all 4 threads (nothing to set)
     shares[1](True)  # both: 2 each (the first learns it at its next round of steps)
     shares[0](True)
     shares[1](False)  # the second waits idle: its threads stay as they were
     shares[0](True)
-    assert calls == {0: [4, 2, 4], 1: [2]} and busy.value == 1
+    assert calls == {0: [2, 4], 1: [2]} and list(flags) == [1, 0]
     shares[0](False)
-    assert busy.value == 0
+    assert list(flags) == [0, 0]
 
 
 def test_the_worker_loop_says_when_it_searches_and_when_it_waits_idle():
@@ -549,3 +556,33 @@ def test_the_worker_loop_says_when_it_searches_and_when_it_waits_idle():
     batcher.run()
     assert future.result() == ["ABC"]
     assert paced == [False, True, True, True]  # idle before the request, then each step
+
+
+def test_a_pool_closed_without_time_stops_its_processes_at_once(toy_model_dir):
+    spec = ModelSpec((toy_model_dir,), device="cpu", threads=1)
+    pool = WorkerPool(spec, workers=2).start()
+    long = TranslateRequest(lines=LINES[:40], beam=16, align=True)
+    pending = [pool.submit(long) for _ in pool.workers]
+    time.sleep(0.5)  # both are searching
+    started = time.monotonic()
+    pool.close(timeout=0)  # what a second Ctrl-C does
+    assert time.monotonic() - started < 8  # no grace period per process
+    assert not any(w._process.is_alive() for w in pool.workers)
+    for future in pending:
+        with contextlib.suppress(NmtError):
+            future.result(timeout=10)
+
+
+def test_ctrl_c_right_after_start_stops_the_service_instead_of_being_lost(toy_model_dir):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "nmt_cli", "serve", "-m", str(toy_model_dir), "--workers", "2"]
+    server = subprocess.Popen([*command, "--port", str(port)], stderr=subprocess.PIPE, text=True)
+    try:
+        assert "nmt: serving" in server.stderr.readline()
+        server.send_signal(signal.SIGINT)  # before or just after uvicorn takes the signals
+        assert server.wait(timeout=30) == 0
+        assert "every request answered" in server.stderr.read()
+    finally:
+        server.kill()

@@ -66,19 +66,19 @@ def serve(
     _check_free(host, port)
     spec = ModelSpec(tuple(model), device, quantize, threads)
     translator = WorkerPool(spec, workers, window_ms / 1000, max_batch).start()  # or raises
-    limits = Limits(max_lines=max_lines, max_chars=max_chars, max_beam=max_beam, beam=beam)
-    app = create_app(translator, limits)
-    stderr_console().print(
-        f"nmt: serving {' + '.join(map(str, model))} on http://{host}:{port}/ (Ctrl-C to stop)",
-        markup=False,
-    )
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
-    try:
+    try:  # from here on, whatever happens, the translating processes are stopped
+        limits = Limits(max_lines=max_lines, max_chars=max_chars, max_beam=max_beam, beam=beam)
+        app = create_app(translator, limits)
+        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+        stderr_console().print(
+            f"nmt: serving {' + '.join(map(str, model))} on http://{host}:{port}/ (Ctrl-C to stop)",
+            markup=False,
+        )
         with _quiet_when_forced(server):
-            _serve_until_signalled(server.run)
+            _serve_until_signalled(server)
     finally:
         drained = translator.closed  # the app closed it after the requests in flight
-        translator.close(timeout=5)  # else (a second Ctrl-C): the child is stopped now
+        translator.close(timeout=0)  # else (a second Ctrl-C, or an error): stopped now
     if not drained:
         raise Interrupted(
             "nmt serve stopped at once (a second Ctrl-C): requests in flight got no answer"
@@ -104,18 +104,23 @@ def _quiet_when_forced(server):
         log.removeFilter(keep)
 
 
-def _serve_until_signalled(run) -> None:
+def _serve_until_signalled(server) -> None:
     """Run the server; SIGINT and SIGTERM make it drain (no new connections, requests in
     flight answered) and return, so the command exits 0.
 
     uvicorn handles both signals while it runs and afterwards raises them again for the
-    handlers that were there before it: those are set here to do nothing more.
+    handlers that were there before it. Those set here only ask the server to stop: one that
+    comes before uvicorn has set its own makes it stop as soon as it has started, instead of
+    being lost, and the ones raised again afterwards do nothing more.
     """
     import signal
 
-    previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
+    def stop(*_) -> None:
+        server.should_exit = True
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        run()
+        server.run()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -17,6 +17,7 @@ import multiprocessing
 import pickle
 import signal
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -151,8 +152,8 @@ class WorkerProcess:
     """
 
     def __init__(self, spec: ModelSpec, window: float = 0.005, max_lines: int = 64, share=None):
-        """`share`: (a shared count of busy processes, the cores they share), for a process of
-        a `WorkerPool` whose torch threads follow how many are busy (`CoreShare`)."""
+        """`share`: (one busy flag per process of a `WorkerPool`, this one's index), for torch
+        threads that follow how many are busy (`CoreShare`)."""
         context = multiprocessing.get_context("spawn")  # a fresh interpreter: no forked threads
         self._conn, child = context.Pipe()
         self._process = context.Process(
@@ -170,6 +171,7 @@ class WorkerProcess:
         self._closed = False
         self.models: list[dict] = []
         self.device = ""  # where the child translates ("cpu", "cuda"), once it is ready
+        self._share = share
 
     @property
     def healthy(self) -> bool:
@@ -256,17 +258,18 @@ class WorkerProcess:
                 self._conn.send(None)
 
     def wait_closed(self, timeout: float = 60.0) -> None:
-        """After `stop`: wait up to `timeout` s for the child's answers, then for it to exit
-        (killed if need be)."""
+        """After `stop`: wait up to `timeout` s in all for the child's answers and its exit,
+        then kill it if it is still there (timeout 0: at once)."""
         if self._conn.closed:
             return
+        deadline = time.monotonic() + timeout
         if self._reader.is_alive():
             self._reader.join(timeout)
-        self._process.join(timeout=5)
+        self._process.join(max(0.0, deadline - time.monotonic()))
         if self._process.is_alive():
             self._process.kill()
             self._process.join()
-        self._reader.join(5)
+        self._reader.join(5)  # the child is gone: its pipe has ended
         self._conn.close()
 
     def _abandon(self) -> None:
@@ -290,6 +293,9 @@ class WorkerProcess:
             if future is not None:
                 settle(future, records, error)
         self._process.join(timeout=5)
+        if self._share is not None:  # a child that died at work is no longer busy
+            flags, index = self._share
+            flags[index] = 0
         with self._lock:
             self._stopped = f"{STOPPED} (exit code {self._process.exitcode})"
             left, self._futures = list(self._futures.values()), {}
@@ -309,8 +315,8 @@ class WorkerPool:
     one core busy whatever its torch threads: under 32 clients two processes of one thread
     served the demo model 8-43 % faster than one process of two threads (4 alternated rounds),
     and the reference model as fast. `workers=0` picks one per core, at most
-    `AUTO_MOST_WORKERS`, on a CPU and one on CUDA. Without threads given, the busy processes
-    share the cores (`CoreShare`): a lone request still gets them all. `healthy` only while
+    `AUTO_MOST_WORKERS`, on a CPU and one on CUDA. The busy processes share the torch threads
+    (`CoreShare`): a lone request still gets them all. `healthy` only while
     every process is.
     """
 
@@ -339,16 +345,19 @@ class WorkerPool:
 
         cores = available_cores()
         count = self.requested or min(AUTO_MOST_WORKERS, cores)
-        share = None  # threads given: each process keeps them
-        if not self.spec.threads and count > 1:
-            share = (multiprocessing.get_context("spawn").Value("i", 0), cores)
-        start = partial(WorkerProcess, self.spec, self.window, self.max_lines, share)
-        self.workers = [start().start()]
-        if not self.requested and self.workers[0].device != "cpu":
-            count = 1  # one process keeps an accelerator busy
-        rest = [start() for _ in range(count - 1)]
+        flags = multiprocessing.get_context("spawn").Array("b", count, lock=False)
+        self.busy = flags  # one flag per process, set by itself while it searches
+
+        def start(index: int) -> WorkerProcess:
+            share = (flags, index) if count > 1 else None
+            return WorkerProcess(self.spec, self.window, self.max_lines, share)
+
+        self.workers = [start(0).start()]
         launched: list[WorkerProcess] = []
         try:
+            if not self.requested and self.workers[0].device != "cpu":
+                count = 1  # one process keeps an accelerator busy
+            rest = [start(k) for k in range(1, count)]
             for worker in rest:
                 worker.launch()
                 launched.append(worker)
@@ -372,13 +381,12 @@ class WorkerPool:
 
     def close(self, timeout: float = 60.0) -> None:
         """Let every process finish what it holds, all at once, for at most `timeout` s in
-        all; then make sure they have exited. A second call does nothing."""
-        import time
-
+        all; then make sure they have exited (killed if need be). A second call does
+        nothing."""
         for worker in self.workers:
             worker.stop()
         deadline = time.monotonic() + timeout
-        for worker in self.workers:
+        for worker in self.workers:  # past the deadline, each is killed at once
             worker.wait_closed(max(0.0, deadline - time.monotonic()))
 
 
@@ -399,23 +407,21 @@ def _signals_ignored():
 
 class CoreShare:
     """Torch threads of one of several translating processes, set before each round of search
-    steps: the cores shared evenly by the processes busy at that moment (a count they all
-    keep), so one process alone at work has them all, and busy ones never run more threads
-    than cores between them (two processes of two threads on 2 cores served 4-33 sentences/s
-    under 32 clients, against 64-77 with one thread each)."""
+    steps: the threads it was given (`--threads`, else torch's default) shared evenly by the
+    processes busy at that moment, so one process alone at work has them all and busy ones
+    never run more threads than that between them (two processes of two threads on 2 cores
+    served 4-33 sentences/s under 32 clients, against 64-77 with one thread each). Each
+    process writes only its own flag (its parent clears it if the process dies)."""
 
-    def __init__(self, busy, cores: int, set_threads: Callable[[int], None]):
-        self.busy, self.cores, self.set_threads = busy, cores, set_threads
-        self.working = False
-        self.threads = 0
+    def __init__(self, flags, index: int, threads: int, set_threads: Callable[[int], None]):
+        self.flags, self.index, self.total = flags, index, threads
+        self.set_threads = set_threads
+        self.threads = threads
 
     def __call__(self, working: bool) -> None:
-        if working != self.working:
-            with self.busy.get_lock():
-                self.busy.value += 1 if working else -1
-            self.working = working
+        self.flags[self.index] = 1 if working else 0
         if working:
-            wanted = max(1, self.cores // max(1, self.busy.value))
+            wanted = max(1, self.total // max(1, sum(self.flags)))
             if wanted != self.threads:
                 self.set_threads(wanted)
                 self.threads = wanted
@@ -438,7 +444,7 @@ def _work(conn, spec: ModelSpec, window: float, max_lines: int, share=None) -> N
         if share is not None:
             import torch
 
-            pace = CoreShare(*share, torch.set_num_threads)
+            pace = CoreShare(*share, torch.get_num_threads(), torch.set_num_threads)
         local = Local(translator, window, max_lines, pace)
     except Exception as exc:
         conn.send(("error", _portable(exc)))
