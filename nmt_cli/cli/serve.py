@@ -70,12 +70,11 @@ def serve(
         limits = Limits(max_lines=max_lines, max_chars=max_chars, max_beam=max_beam, beam=beam)
         app = create_app(translator, limits)
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
-        stderr_console().print(
-            f"nmt: serving {' + '.join(map(str, model))} on http://{host}:{port}/ (Ctrl-C to stop)",
-            markup=False,
+        serving = (
+            f"nmt: serving {' + '.join(map(str, model))} on http://{host}:{port}/ (Ctrl-C to stop)"
         )
         with _quiet_when_forced(server):
-            _serve_until_signalled(server)
+            _serve_until_signalled(server, lambda: stderr_console().print(serving, markup=False))
     finally:
         drained = translator.closed  # the app closed it after the requests in flight
         translator.close(timeout=0)  # else (a second Ctrl-C, or an error): stopped now
@@ -104,14 +103,15 @@ def _quiet_when_forced(server):
         log.removeFilter(keep)
 
 
-def _serve_until_signalled(server) -> None:
+def _serve_until_signalled(server, announce) -> None:
     """Run the server; SIGINT and SIGTERM make it drain (no new connections, requests in
     flight answered) and return, so the command exits 0.
 
     uvicorn handles both signals while it runs and afterwards raises them again for the
     handlers that were there before it. Those set here only ask the server to stop: one that
     comes before uvicorn has set its own makes it stop as soon as it has started, instead of
-    being lost, and the ones raised again afterwards do nothing more.
+    being lost, and the ones raised again afterwards do nothing more. `announce` runs once
+    they are set, so a Ctrl-C after it always drains.
     """
     import signal
 
@@ -120,6 +120,7 @@ def _serve_until_signalled(server) -> None:
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
+        announce()
         server.run()
     finally:
         for sig, handler in previous.items():
