@@ -326,6 +326,7 @@ class WorkerPool:
         self.spec, self.requested = spec, workers
         self.window, self.max_lines = window, max_lines
         self.workers: list[WorkerProcess] = []
+        self.busy = None  # once started with several: one flag per process, set while it searches
 
     @property
     def models(self) -> list[dict]:
@@ -346,18 +347,18 @@ class WorkerPool:
         cores = available_cores()
         count = self.requested or min(AUTO_MOST_WORKERS, cores)
         flags = multiprocessing.get_context("spawn").Array("b", count, lock=False)
-        self.busy = flags  # one flag per process, set by itself while it searches
+        self.busy = flags
 
-        def start(index: int) -> WorkerProcess:
+        def process(index: int) -> WorkerProcess:
             share = (flags, index) if count > 1 else None
             return WorkerProcess(self.spec, self.window, self.max_lines, share)
 
-        self.workers = [start(0).start()]
+        self.workers = [process(0).start()]
         launched: list[WorkerProcess] = []
         try:
             if not self.requested and self.workers[0].device != "cpu":
                 count = 1  # one process keeps an accelerator busy
-            rest = [start(k) for k in range(1, count)]
+            rest = [process(k) for k in range(1, count)]
             for worker in rest:
                 worker.launch()
                 launched.append(worker)
