@@ -221,8 +221,11 @@ def test_beam_n_best_equals_an_exhaustive_beam(alpha: float) -> None:
 
 
 @pytest.mark.parametrize(("vocab", "width", "beam_size"), [(512, 5, 5), (1000, 1, 4), (640, 3, 8)])
-def test_two_stage_top_k_equals_a_plain_top_k(vocab: int, width: int, beam_size: int) -> None:
-    assert search._block_size(vocab) > 0  # the two-stage path runs
+def test_two_stage_top_k_equals_a_plain_top_k(
+    vocab: int, width: int, beam_size: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert search._block_size(vocab) > 0
+    monkeypatch.setattr(search, "PLAIN_TOPK_ROW", 0)  # the two-stage path runs, however small
     generator = torch.Generator().manual_seed(vocab)
     active = 7
     log_probs = (3 * torch.randn(active * width, vocab, generator=generator)).log_softmax(1)
@@ -249,6 +252,7 @@ def test_beam_with_a_large_vocabulary_matches_the_plain_top_k(
 ) -> None:
     model = MarkovModel(sentences=3, positions=8, vocab=512, seed=4, eos_bias=1.0)
     limits = [8, 2, 6]
+    monkeypatch.setattr(search, "PLAIN_TOPK_ROW", 0)  # the two-stage top-k at every step
     blocked = run_beam(model, [0, 1, 2], limits, beam_size=5, nbest=3, alpha=1.0)
     monkeypatch.setattr(search, "_block_size", lambda vocab: 0)
     plain = run_beam(model, [0, 1, 2], limits, beam_size=5, nbest=3, alpha=1.0)

@@ -12,6 +12,7 @@ h̃_t = tanh(W_c d_t).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -56,6 +57,11 @@ class Memory:
         """The memory of decoder rows `index` (R',). Runs of equal length that share an entry
         (a beam's rows) keep sharing it; when every entry stays in place, nothing is copied."""
         entries = index // self.group if self.group > 1 else index
+        count = self.keys.size(0)
+        if entries.numel() and entries.numel() % count == 0:  # a beam's usual step: all in place?
+            group = entries.numel() // count
+            if torch.equal(entries, _in_place(count, group, entries.device)):
+                return self if group == self.group else self._regrouped(group)
         group = 1
         if entries.numel():
             runs, counts = torch.unique_consecutive(entries, return_counts=True)
@@ -64,9 +70,7 @@ class Memory:
         if entries.numel() == self.keys.size(0) and torch.equal(
             entries, torch.arange(len(entries), device=entries.device)
         ):  # every entry in place: share the tensors (the object too, if the group stays)
-            if group == self.group:
-                return self
-            return Memory(self.states, self.keys, self.mask, self.origin, group)
+            return self if group == self.group else self._regrouped(group)
         return Memory(
             self.states.index_select(0, entries),
             self.keys.index_select(0, entries),
@@ -74,6 +78,9 @@ class Memory:
             None if self.origin is None else self.origin.index_select(0, entries),
             group,
         )
+
+    def _regrouped(self, group: int) -> Memory:
+        return Memory(self.states, self.keys, self.mask, self.origin, group)
 
     def join(self, other: Memory) -> Memory:
         """The entries of this memory, then `other`'s (same rows per entry), padded to one source
@@ -106,6 +113,12 @@ class Memory:
         queries = query.reshape(entries, self.group, query.size(-1))  # (N, group, D)
         context, weights = attention(queries, self.keys, self.states, self.mask)
         return context.reshape(rows, 1, -1), weights.reshape(rows, 1, -1)
+
+
+@functools.lru_cache(maxsize=64)
+def _in_place(count: int, group: int, device: torch.device) -> torch.Tensor:
+    """The entries (count * group,) of rows that keep every entry in place, `group` rows each."""
+    return torch.arange(count, device=device).repeat_interleave(group)
 
 
 @dataclass
