@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import multiprocessing
 import shutil
 import signal
 import socket
@@ -489,7 +490,9 @@ def test_a_pool_of_processes_shares_the_requests_and_answers_as_one(
     toy_model_dir, expected, monkeypatch
 ):
     monkeypatch.setattr("nmt_cli.device.available_cores", lambda: 2)
-    pool = WorkerPool(ModelSpec((toy_model_dir,), device="cpu"), window=0.05).start()
+    said: list[str] = []
+    spec = ModelSpec((toy_model_dir,), device="cpu")
+    pool = WorkerPool(spec, window=0.05, notify=said.append).start()
     try:  # --workers 0 on 2 cores: 2 processes of 1 thread each
         assert len(pool.workers) == 2 and pool.healthy
         assert all(w._process.is_alive() and w.device == "cpu" for w in pool.workers)
@@ -510,7 +513,9 @@ def test_a_pool_of_processes_shares_the_requests_and_answers_as_one(
         pool.workers[0]._process.kill()
         pool.workers[0]._reader.join(30)
         assert pool.busy[0] == 0
-        assert not pool.healthy  # GET /health: 503, so a supervisor restarts the service
+        assert not pool.healthy  # died just after it started: not restarted, GET /health 503
+        assert len(said) == 1 and "translating process 1 exited (code -9)" in said[0]
+        assert "not restarted" in said[0]
         after = pool.submit(
             TranslateRequest(lines=[LINES[3]], beam=5, align=False)
         )  # the live one takes it
@@ -518,6 +523,48 @@ def test_a_pool_of_processes_shares_the_requests_and_answers_as_one(
     finally:
         pool.close(timeout=30)
     assert pool.closed and not any(w._process.is_alive() for w in pool.workers)
+
+
+def _nmt_children() -> list:
+    return [p for p in multiprocessing.active_children() if p.name == "nmt-translate"]
+
+
+def test_a_pool_replaces_a_process_that_dies_and_serves_with_the_new_one(toy_model_dir, expected):
+    said: list[str] = []
+    spec = ModelSpec((toy_model_dir,), device="cpu", threads=1)
+    pool = WorkerPool(spec, workers=2, notify=said.append, restart_after=0).start()
+    try:
+        dead = pool.workers[1]._process
+        dead.kill()  # as the kernel's OOM killer would
+        deadline = time.monotonic() + 60
+        while not (pool.healthy and pool.workers[1]._process is not dead):
+            assert time.monotonic() < deadline, said
+            time.sleep(0.1)
+        assert said == [
+            "translating process 2 exited (code -9); restarting it",
+            "translating process 2 restarted",
+        ]
+        request = TranslateRequest(lines=LINES[:3], beam=5, align=False)
+        answer = pool.workers[1].submit(request).result(timeout=60)
+        assert [a["translation"] for a in answer] == [expected[line] for line in LINES[:3]]
+    finally:
+        pool.close(timeout=30)
+    assert not _nmt_children()
+
+
+def test_a_pool_closed_while_a_process_is_replaced_leaves_none_behind(toy_model_dir):
+    said: list[str] = []
+    spec = ModelSpec((toy_model_dir,), device="cpu", threads=1)
+    pool = WorkerPool(spec, workers=2, notify=said.append, restart_after=0).start()
+    pool.workers[0]._process.kill()
+    deadline = time.monotonic() + 30
+    while not said:  # the replacement has begun to load
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    started = time.monotonic()
+    pool.close(timeout=10)
+    assert time.monotonic() - started < 15
+    assert not _nmt_children() and said == ["translating process 1 exited (code -9); restarting it"]
 
 
 def test_the_number_of_processes_is_checked_and_kept(toy_model_dir):

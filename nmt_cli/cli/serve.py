@@ -65,16 +65,18 @@ def serve(
     check_device_options(device, threads)
     _check_free(host, port)
     spec = ModelSpec(tuple(model), device, quantize, threads)
-    translator = WorkerPool(spec, workers, window_ms / 1000, max_batch).start()  # or raises
+
+    def say(message: str) -> None:  # also from the pool's threads, when a process is replaced
+        stderr_console().print(f"nmt: {message}", markup=False)
+
+    translator = WorkerPool(spec, workers, window_ms / 1000, max_batch, notify=say).start()
     try:  # from here on, whatever happens, the translating processes are stopped
         limits = Limits(max_lines=max_lines, max_chars=max_chars, max_beam=max_beam, beam=beam)
         app = create_app(translator, limits)
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
-        serving = (
-            f"nmt: serving {' + '.join(map(str, model))} on http://{host}:{port}/ (Ctrl-C to stop)"
-        )
+        serving = f"serving {' + '.join(map(str, model))} on http://{host}:{port}/ (Ctrl-C to stop)"
         with _quiet_when_forced(server):
-            _serve_until_signalled(server, lambda: stderr_console().print(serving, markup=False))
+            _serve_until_signalled(server, lambda: say(serving))
     finally:
         drained = translator.closed  # the app closed it after the requests in flight
         translator.close(timeout=0)  # else (a second Ctrl-C, or an error): stopped now
@@ -82,7 +84,7 @@ def serve(
         raise Interrupted(
             "nmt serve stopped at once (a second Ctrl-C): requests in flight got no answer"
         )
-    stderr_console().print("nmt: stopped, every request answered", markup=False)
+    say("stopped, every request answered")
 
 
 @contextlib.contextmanager

@@ -151,9 +151,17 @@ class WorkerProcess:
     and `healthy` turns False (GET /health then answers 503).
     """
 
-    def __init__(self, spec: ModelSpec, window: float = 0.005, max_lines: int = 64, share=None):
+    def __init__(
+        self,
+        spec: ModelSpec,
+        window: float = 0.005,
+        max_lines: int = 64,
+        share=None,
+        on_exit: Callable[[], None] | None = None,
+    ):
         """`share`: (one busy flag per process of a `WorkerPool`, this one's index), for torch
-        threads that follow how many are busy (`CoreShare`)."""
+        threads that follow how many are busy (`CoreShare`). `on_exit` is called (from the
+        reader thread) once the child has died without being asked to stop."""
         context = multiprocessing.get_context("spawn")  # a fresh interpreter: no forked threads
         self._conn, child = context.Pipe()
         self._process = context.Process(
@@ -171,7 +179,9 @@ class WorkerProcess:
         self._closed = False
         self.models: list[dict] = []
         self.device = ""  # where the child translates ("cpu", "cuda"), once it is ready
+        self.ready_at = 0.0  # time.monotonic() when the child had loaded the model
         self._share = share
+        self._on_exit = on_exit
 
     @property
     def healthy(self) -> bool:
@@ -217,6 +227,7 @@ class WorkerProcess:
             self._abandon()
             raise payload
         self.models, self.device = payload
+        self.ready_at = time.monotonic()
         self._reader.start()
         return self
 
@@ -301,10 +312,19 @@ class WorkerProcess:
             left, self._futures = list(self._futures.values()), {}
         for future in left:
             settle(future, error=NmtError(self._stopped))
+        if not self._closed and self._on_exit is not None:
+            self._on_exit()
+
+    @property
+    def exitcode(self) -> int | None:
+        return self._process.exitcode
 
 
 STOPPED = "the translating process has stopped: restart nmt serve"
 AUTO_MOST_WORKERS = 4  # --workers 0 on a CPU: one process per core, up to this many
+# A pool's process that dies is replaced, unless it had been ready for less than this many
+# seconds: then the next would most likely die the same way (a model too big for memory).
+RESTART_AFTER = 30.0
 
 
 class WorkerPool:
@@ -318,15 +338,32 @@ class WorkerPool:
     `AUTO_MOST_WORKERS`, on a CPU and one on CUDA. The busy processes share the torch threads
     (`CoreShare`): a lone request still gets them all. `healthy` only while
     every process is.
+
+    A process that dies (killed for memory, say) fails the requests it held; the others take
+    the next ones while a new process loads the model in its place (`notify` is told), unless
+    it died within `restart_after` s of being ready: then it stays down and GET /health
+    answers 503.
     """
 
     def __init__(
-        self, spec: ModelSpec, workers: int = 0, window: float = 0.005, max_lines: int = 64
+        self,
+        spec: ModelSpec,
+        workers: int = 0,
+        window: float = 0.005,
+        max_lines: int = 64,
+        notify: Callable[[str], None] | None = None,
+        restart_after: float = RESTART_AFTER,
     ):
         self.spec, self.requested = spec, workers
         self.window, self.max_lines = window, max_lines
+        self.notify, self.restart_after = notify or (lambda message: None), restart_after
         self.workers: list[WorkerProcess] = []
         self.busy = None  # once started with several: one flag per process, set while it searches
+        self._lock = threading.Lock()  # guards the slots while a process is being replaced
+        self._closing = False
+        self._loading: dict[int, WorkerProcess] = {}  # slot -> its replacement, loading
+        self._restarts: list[threading.Thread] = []
+        self._spawn: Callable[[int], WorkerProcess] | None = None  # set by start
 
     @property
     def models(self) -> list[dict]:
@@ -349,10 +386,7 @@ class WorkerPool:
         flags = multiprocessing.get_context("spawn").Array("b", count, lock=False)
         self.busy = flags
 
-        def process(index: int) -> WorkerProcess:
-            share = (flags, index) if count > 1 else None
-            return WorkerProcess(self.spec, self.window, self.max_lines, share)
-
+        self._spawn = process = partial(self._new_process, flags if count > 1 else None)
         self.workers = [process(0).start()]
         launched: list[WorkerProcess] = []
         try:
@@ -372,6 +406,48 @@ class WorkerPool:
             raise
         return self
 
+    def _new_process(self, flags, index: int) -> WorkerProcess:
+        share = None if flags is None else (flags, index)
+        on_exit = partial(self._exited, index)
+        return WorkerProcess(self.spec, self.window, self.max_lines, share, on_exit)
+
+    def _exited(self, index: int) -> None:
+        """Slot `index`'s process died unasked (called from its reader thread): replace it."""
+        with self._lock:
+            if self._closing or index >= len(self.workers):  # closing, or dead while starting
+                return
+            dead = self.workers[index]
+            lived = time.monotonic() - dead.ready_at
+            if lived < self.restart_after:
+                self.notify(
+                    f"translating process {index + 1} exited (code {dead.exitcode}) {lived:.0f} s "
+                    "after it started; not restarted: GET /health answers 503"
+                )
+                return
+            self._loading[index] = replacement = self._spawn(index)
+            thread = threading.Thread(target=self._replace, args=(index, replacement), daemon=True)
+            self._restarts.append(thread)
+        self.notify(f"translating process {index + 1} exited (code {dead.exitcode}); restarting it")
+        thread.start()
+
+    def _replace(self, index: int, replacement: WorkerProcess) -> None:
+        try:
+            replacement.start()
+        except Exception as exc:  # the model no longer loads, or close() killed it loading
+            with self._lock:
+                self._loading.pop(index, None)
+                closing = self._closing
+            if not closing:
+                self.notify(f"translating process {index + 1} could not restart: {exc}")
+            return
+        with self._lock:
+            self._loading.pop(index, None)
+            if not self._closing:
+                self.workers[index] = replacement
+                self.notify(f"translating process {index + 1} restarted")
+                return
+        replacement.close(timeout=0)
+
     def submit(self, request: TranslateRequest, api: str = NMT_API) -> Future:
         """To the live process with the fewest requests in flight, the first of equals: a lone
         client keeps one process warm. Sent to equals in turn, one client's requests went
@@ -384,11 +460,18 @@ class WorkerPool:
         """Let every process finish what it holds, all at once, for at most `timeout` s in
         all; then make sure they have exited (killed if need be). A second call does
         nothing."""
+        with self._lock:
+            self._closing = True
+            loading = list(self._loading.values())
+        for replacement in loading:  # nothing of its own to finish: stopped at once
+            replacement._abandon()
         for worker in self.workers:
             worker.stop()
         deadline = time.monotonic() + timeout
         for worker in self.workers:  # past the deadline, each is killed at once
             worker.wait_closed(max(0.0, deadline - time.monotonic()))
+        for thread in self._restarts:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 @contextlib.contextmanager
