@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import multiprocessing
+import os
 import shutil
 import signal
 import socket
@@ -565,6 +566,48 @@ def test_a_pool_closed_while_a_process_is_replaced_leaves_none_behind(toy_model_
     pool.close(timeout=10)
     assert time.monotonic() - started < 15
     assert not _nmt_children() and said == ["translating process 1 exited (code -9); restarting it"]
+
+
+def test_a_replacement_that_dies_as_it_starts_is_not_put_in_the_slot(toy_model_dir, monkeypatch):
+    said: list[str] = []
+    spec = ModelSpec((toy_model_dir,), device="cpu", threads=1)
+    pool = WorkerPool(spec, workers=2, notify=said.append, restart_after=0).start()
+    start = WorkerProcess.start
+
+    def start_and_die(self):  # ready, then killed before the pool can take it
+        start(self)
+        self._process.kill()
+        self._reader.join(30)
+        return self
+
+    monkeypatch.setattr(WorkerProcess, "start", start_and_die)
+    try:
+        pool.workers[1]._process.kill()
+        deadline = time.monotonic() + 60
+        while len(said) < 2:
+            assert time.monotonic() < deadline, said
+            time.sleep(0.05)
+        assert said == [
+            "translating process 2 exited (code -9); restarting it",
+            "translating process 2 could not restart: it exited (code -9) as it started",
+        ]
+        assert not pool.healthy and pool.workers[0].healthy
+    finally:
+        pool.close(timeout=10)
+    assert not _nmt_children()
+
+
+def test_a_process_started_from_another_thread_is_deaf_to_ctrl_c_while_it_loads(toy_model_dir):
+    worker = WorkerProcess(ModelSpec((toy_model_dir,), device="cpu", threads=1))
+    launcher = threading.Thread(target=worker.launch)  # as a pool replacing a process does
+    launcher.start()
+    launcher.join()
+    time.sleep(0.05)  # the child is still starting its interpreter
+    os.kill(worker._process.pid, signal.SIGINT)
+    try:
+        assert worker.wait_ready().healthy
+    finally:
+        worker.close(timeout=10)
 
 
 def test_the_number_of_processes_is_checked_and_kept(toy_model_dir):

@@ -157,11 +157,11 @@ class WorkerProcess:
         window: float = 0.005,
         max_lines: int = 64,
         share=None,
-        on_exit: Callable[[], None] | None = None,
+        on_exit: Callable[[WorkerProcess], None] | None = None,
     ):
         """`share`: (one busy flag per process of a `WorkerPool`, this one's index), for torch
-        threads that follow how many are busy (`CoreShare`). `on_exit` is called (from the
-        reader thread) once the child has died without being asked to stop."""
+        threads that follow how many are busy (`CoreShare`). `on_exit(self)` is called (from
+        the reader thread) once the child has died without being asked to stop."""
         context = multiprocessing.get_context("spawn")  # a fresh interpreter: no forked threads
         self._conn, child = context.Pipe()
         self._process = context.Process(
@@ -174,6 +174,7 @@ class WorkerProcess:
         self._futures: dict[int, Future] = {}
         self._ids = itertools.count()
         self._lock = threading.Lock()  # one message on the pipe at a time
+        self._abandoning = threading.Lock()
         self._reader = threading.Thread(target=self._read, name="nmt-answers", daemon=True)
         self._stopped: str | None = None  # why requests fail, once the child is gone
         self._closed = False
@@ -284,13 +285,15 @@ class WorkerProcess:
         self._conn.close()
 
     def _abandon(self) -> None:
-        """Stop a child that failed to start or was interrupted while loading."""
-        if self._process.pid is not None:
-            if self._process.is_alive():
-                self._process.kill()
-            self._process.join()
-        self._conn.close()
-        self._closed = True
+        """Stop a child that failed to start or was interrupted while loading (from any
+        thread: a pool closing kills a replacement that another thread waits for)."""
+        with self._abandoning:
+            if self._process.pid is not None:
+                if self._process.is_alive():
+                    self._process.kill()
+                self._process.join()
+            self._conn.close()
+            self._closed = True
 
     def _read(self) -> None:
         while True:
@@ -313,7 +316,7 @@ class WorkerProcess:
         for future in left:
             settle(future, error=NmtError(self._stopped))
         if not self._closed and self._on_exit is not None:
-            self._on_exit()
+            self._on_exit(self)
 
     @property
     def exitcode(self) -> int | None:
@@ -408,45 +411,50 @@ class WorkerPool:
 
     def _new_process(self, flags, index: int) -> WorkerProcess:
         share = None if flags is None else (flags, index)
-        on_exit = partial(self._exited, index)
+        on_exit = partial(self._exited, index)  # called with the process
         return WorkerProcess(self.spec, self.window, self.max_lines, share, on_exit)
 
-    def _exited(self, index: int) -> None:
-        """Slot `index`'s process died unasked (called from its reader thread): replace it."""
+    def _exited(self, index: int, dead: WorkerProcess) -> None:
+        """Slot `index`'s process `dead` died unasked (called from its reader thread): replace
+        it. A process not (or no longer) in its slot is none of the pool's concern."""
+        lived = time.monotonic() - dead.ready_at
         with self._lock:
-            if self._closing or index >= len(self.workers):  # closing, or dead while starting
+            if self._closing or index >= len(self.workers) or self.workers[index] is not dead:
                 return
-            dead = self.workers[index]
-            lived = time.monotonic() - dead.ready_at
-            if lived < self.restart_after:
-                self.notify(
-                    f"translating process {index + 1} exited (code {dead.exitcode}) {lived:.0f} s "
-                    "after it started; not restarted: GET /health answers 503"
-                )
-                return
-            self._loading[index] = replacement = self._spawn(index)
-            thread = threading.Thread(target=self._replace, args=(index, replacement), daemon=True)
-            self._restarts.append(thread)
+            thread = None
+            if lived >= self.restart_after:
+                self._loading[index] = replacement = self._spawn(index)
+                thread = threading.Thread(target=self._replace, args=(index, replacement))
+                thread.daemon = True
+                self._restarts.append(thread)
+        if thread is None:
+            self.notify(
+                f"translating process {index + 1} exited (code {dead.exitcode}) {lived:.0f} s "
+                "after it started; not restarted: GET /health answers 503"
+            )
+            return
         self.notify(f"translating process {index + 1} exited (code {dead.exitcode}); restarting it")
         thread.start()
 
     def _replace(self, index: int, replacement: WorkerProcess) -> None:
+        error = None
         try:
             replacement.start()
         except Exception as exc:  # the model no longer loads, or close() killed it loading
-            with self._lock:
-                self._loading.pop(index, None)
-                closing = self._closing
-            if not closing:
-                self.notify(f"translating process {index + 1} could not restart: {exc}")
-            return
+            error = exc
         with self._lock:
             self._loading.pop(index, None)
-            if not self._closing:
+            closing = self._closing
+            if error is None and not closing and replacement.healthy:
                 self.workers[index] = replacement
-                self.notify(f"translating process {index + 1} restarted")
-                return
-        replacement.close(timeout=0)
+        if closing:
+            replacement.close(timeout=0)
+        elif self.workers[index] is replacement:
+            self.notify(f"translating process {index + 1} restarted")
+        else:  # it failed to load, or died before it could take the slot
+            reason = error or f"it exited (code {replacement.exitcode}) as it started"
+            self.notify(f"translating process {index + 1} could not restart: {reason}")
+            replacement.close(timeout=0)
 
     def submit(self, request: TranslateRequest, api: str = NMT_API) -> Future:
         """To the live process with the fewest requests in flight, the first of equals: a lone
@@ -474,12 +482,21 @@ class WorkerPool:
             thread.join(max(0.0, deadline - time.monotonic()))
 
 
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
 @contextlib.contextmanager
 def _signals_ignored():
-    """SIGINT and SIGTERM ignored meanwhile (in the main thread; elsewhere nothing changes), so
-    that a process started now begins with them ignored."""
+    """SIGINT and SIGTERM ignored meanwhile, so that a process started now begins deaf to them
+    (the parent stops it). Outside the main thread, where handlers cannot be set, they are
+    blocked in this thread instead: the child inherits the mask and unblocks them once it has
+    set them to be ignored."""
     if threading.current_thread() is not threading.main_thread():
-        yield
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         return
     saved = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -517,6 +534,7 @@ def _work(conn, spec: ModelSpec, window: float, max_lines: int, share=None) -> N
     requests in flight are answered."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)  # blocked if started from a thread
     from nmt_cli.translator import Translator
 
     try:
