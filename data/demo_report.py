@@ -155,7 +155,7 @@ def screen(s: dict) -> str:
         f"{t['tokens_per_s']:,} target tokens/s",
         f"machine: {m['cpus']} CPU(s), {m['cpu_model']}; matmul {rate} "
         f"({m['train_threads']} thread(s), as trained)",
-        f"model: {s['model']}   (try: echo 'Where did you dance ?' | nmt translate -m {s['model']})",
+        f"model: {s['model']}   (try: echo 'Where did you dance ?' | .venv/bin/nmt translate -m {s['model']})",
     ]
     if t["stopped_by"] == "time cap":
         lines.append(

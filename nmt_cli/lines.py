@@ -201,15 +201,15 @@ def _read_error(name: str, exc: Exception, after: int) -> InputError:
     return InputError(f"cannot read {name} ({where}): {getattr(exc, 'strerror', exc)}")
 
 
+_UTF16_HINT = "the file looks like UTF-16: convert it with `iconv -f UTF-16 -t UTF-8`"
+
+
 def _nul(raw: bytes, name: str, number: int, nul: str) -> bytes:
     """A line holding NUL: spaces instead (nul="space"), or the error that says what it means."""
     if nul == "space":
         return raw.replace(b"\0", b" ")
-    hint = (
-        "the file looks like UTF-16: convert it with `iconv -f UTF-16 -t UTF-8`"
-        if number == 1 and raw[:2] in _UTF16_BOMS
-        else "remove them or check that it is a text file"
-    )
+    utf16 = number == 1 and raw[:2] in _UTF16_BOMS
+    hint = _UTF16_HINT if utf16 else "remove them or check that it is a text file"
     raise InputError(f"{name} line {number} contains NUL bytes: {hint}")
 
 
@@ -221,7 +221,9 @@ def _decode(raw: bytes, name: str, number: int, on_invalid: str) -> str:
         if on_invalid == "replace":
             return raw.decode("utf-8", errors="replace")
         hint = "re-encode it as UTF-8, e.g. `iconv -f LATIN1 -t UTF-8`"
-        if name == "<stdin>":
+        if number == 1 and raw[:2] in _UTF16_BOMS:
+            hint = _UTF16_HINT
+        elif name == "<stdin>":
             hint += ", or pass --on-invalid replace"
         raise InputError(
             f"{name} line {number} is not valid UTF-8 (byte {raw[exc.start]:#04x} at column "

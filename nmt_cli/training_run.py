@@ -119,6 +119,8 @@ def _train_ranked(data, output: Path, config: Config, ranks, resume: bool, force
                         "device": str(trainer.device),
                         "parameters": sum(p.numel() for p in trainer.model.parameters()),
                         "train_pairs": len(trainer.train_rows),
+                        "long_pairs": len(trainer.train_src.lengths) - len(trainer.train_rows),
+                        "max_len": config.train.max_len,
                         "output": str(output),
                     },
                 )

@@ -246,6 +246,19 @@ def test_align_forced_pairs_give_pharaoh_lines(toy_model_dir):
     assert links and all(0 <= i < 3 and 0 <= j < 3 for i, j in links)
 
 
+def test_align_warns_of_a_source_longer_than_the_model_reads(toy_model_dir):
+    from nmt_cli import checkpoint
+
+    limit = checkpoint.load_model(toy_model_dir, "cpu").config.train.max_len
+    long = " ".join(["apple river"] * limit)
+    text = f"apple river ||| RIVER APPLE\n{long} ||| RIVER APPLE\n"
+    result = invoke("align", "-m", toy_model_dir, "--view", "none", input=text)
+    assert result.exit_code == 0, result.output
+    assert len(result.stdout.splitlines()) == 2
+    warning = f"<stdin> line 2: the source is longer than the model's {limit} pieces"
+    assert warning in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
 def test_align_line_without_separator_is_an_error(toy_model_dir):
     result = invoke("align", "-m", toy_model_dir, input="a ||| A\nno separator here\n")
     assert result.exit_code == 2 and "line 2" in result.stderr
@@ -289,3 +302,31 @@ def test_max_len_caps_every_output_at_that_many_pieces(toy_model_dir, beam):
     capped = translator.translate_chunk(lines, SearchOptions(beam_size=beam, max_len=2))
     assert max(len(t.pieces) for t in free) > 2  # the cap binds on this input
     assert all(len(t.pieces) <= 2 for t in capped)
+
+
+def test_the_train_log_says_how_many_pairs_were_too_long():
+    import io
+
+    from rich.console import Console
+
+    from nmt_cli.render.progress import TrainDisplay
+
+    event = {"config": {"model": {}, "train": {}}, "parameters": 12, "device": "cpu",
+             "train_pairs": 9_999, "long_pairs": 1, "max_len": 100, "output": "m"}  # fmt: skip
+    display = TrainDisplay(Console(file=io.StringIO()))
+    assert "9,999 training pairs (1 longer than max_len 100 left out) → m" in display._line(
+        "config", event
+    )
+    assert "training pairs → m" in display._line("config", {**event, "long_pairs": 0})
+
+
+def test_align_stops_at_the_first_pair_the_gold_file_has_no_line_for(toy_model_dir, tmp_path):
+    gold = tmp_path / "gold.align"
+    gold.write_text("0-0\n", encoding="utf-8")
+    text = "apple river ||| RIVER APPLE\ngreen bird ||| BIRD GREEN\nsun ||| SUN\n"
+    result = invoke("align", "-m", toy_model_dir, "--view", "none", "--gold", gold, input=text)
+    assert result.exit_code == 2 and len(result.stdout.splitlines()) == 1  # the rest not aligned
+    assert f"{gold} has 1 alignments but there are more pairs to align" in result.stderr
+    gold.write_text("0-0\n0-0\n0-0\n0-0\n", encoding="utf-8")
+    result = invoke("align", "-m", toy_model_dir, "--view", "none", "--gold", gold, input=text)
+    assert result.exit_code == 2 and "has 4 alignments but 3 pairs were aligned" in result.stderr

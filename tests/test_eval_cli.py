@@ -107,6 +107,12 @@ def test_what_to_score_must_be_given():
     _assert_clean_error(_eval("--hyp", HYP, "-m", "model", "--ref", REF), "one of the two")
 
 
+def test_save_hyp_into_a_folder_is_refused_before_translating(tmp_path):
+    result = _eval("-m", str(tmp_path / "no-model"), "--src", SRC, "--ref", REF,
+                   "--save-hyp", str(tmp_path))  # fmt: skip
+    _assert_clean_error(result, str(tmp_path), "it is a folder; give a file path")
+
+
 def test_missing_model_directory_is_a_clean_error(tmp_path):
     pytest.importorskip("nmt_cli.translator")
     missing = tmp_path / "no-model"

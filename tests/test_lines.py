@@ -52,6 +52,8 @@ def test_utf16_is_named_and_invalid_utf8_names_line_and_column(tmp_path):
     utf16 = _file(tmp_path, "u16", "hallo\n".encode("utf-16"))
     with pytest.raises(InputError, match="looks like UTF-16"):
         list(read_lines(utf16))
+    with pytest.raises(InputError, match="not valid UTF-8.*looks like UTF-16: convert it with"):
+        list(read_lines(utf16, nul="space"))  # as nmt translate reads: NUL is no error there
     latin = _file(tmp_path, "latin", "ok\nGr\xfc\xdfe\n".encode("latin-1"))
     with pytest.raises(
         InputError, match=r"latin line 2 is not valid UTF-8 \(byte 0xfc at column 3\)"

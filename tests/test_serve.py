@@ -133,6 +133,10 @@ BAD = [
     (b'{"q": "apple", "align": "yes"}', 422, '"align" must be'),
     (b'{"q": []}', 422, "nothing to translate"),
     (b'{"q": ["", " "]}', 422, "nothing to translate"),
+    (b'{"q": ["apple", "pear\\nplum"]}', 422, "line 2 of the request has a line break"),
+    (b'{"q": "pear\\rplum"}', 422, "line 1 of the request has a line break"),
+    (b'{"q": "pear\\u0000"}', 422, "line 1 of the request contains a NUL"),
+    (b'{"q": "apple \\ud800"}', 422, "lone surrogate '\\ud800' at character 7"),
     (json.dumps({"q": ["apple"] * 9}).encode(), 413, "limit of 8"),
     (json.dumps({"q": "apple " * 100}).encode(), 413, "limit of 400"),
     (b"{" + b" " * 50_000 + b"}", 413, "more than this server reads"),
@@ -157,6 +161,7 @@ def test_bad_requests_get_a_4xx_one_line_error_and_the_server_goes_on(
         ("POST", "/translator/translate", b'{"src": "apple"}', 422),
         ("POST", "/translator/translate", b'[{"src": "apple", "id": "x"}]', 422),
         ("POST", "/translator/translate", b"[]", 422),
+        ("POST", "/translator/translate", b'[{"src": "a\\nb"}]', 422),
         ("GET", "/translate", b"", 405),
         ("POST", "/nowhere", b"{}", 404),
     ],
@@ -614,6 +619,12 @@ def test_the_number_of_processes_is_checked_and_kept(toy_model_dir):
     result = invoke("serve", "-m", toy_model_dir, "--workers", "-1")
     assert result.exit_code == 2 and "--workers must be from 0" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+    for port in ("99999", "-1"):
+        result = invoke("serve", "-m", toy_model_dir, "--port", port)
+        assert (
+            result.exit_code == 2 and f"--port must be from 0 to 65535, got {port}" in result.stderr
+        )
+        assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
     pool = WorkerPool(ModelSpec((toy_model_dir,), device="cpu", threads=1), workers=1).start()
     try:
         assert len(pool.workers) == 1 and pool.models == pool.workers[0].models

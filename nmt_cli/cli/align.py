@@ -126,13 +126,29 @@ def align(
         view = "heatmap" if sys.stdout.isatty() and not json_output else "none"
     output = AlignOutput(view=view, json_output=json_output, gold=gold, png=png)
     if pair_files is not None:
-        pairs = checked_pairs(read_pairs(pair_files), pair_files.describe())
+        name = pair_files.describe()
+        pairs = _warn_when_cut(checked_pairs(read_pairs(pair_files), name), translator, name)
         output.run(align_pairs(translator, pairs, options, reverse))
         return
     stream, name = open_input(input)
     lines = UntilError(iter_lines(stream, name))
     output.run(_stream_alignments(translator, reverse, options, lines, name, search))
     lines.check()  # an unreadable line fails after every pair before it is written
+
+
+def _warn_when_cut(pairs, translator, name: str):
+    """The pairs, with a warning for each source longer than the model reads (its words past
+    that get no links)."""
+    from nmt_cli.cli.boundary import warn
+
+    limit = translator.max_source_pieces
+    for number, (source, target) in enumerate(pairs, start=1):
+        if len(translator.src_tokenizer.encode(source)) > limit:
+            warn(
+                f"{name} line {number}: the source is longer than the model's {limit} pieces; "
+                f"aligned its first {limit} (the words after them get no links)"
+            )
+        yield source, target
 
 
 def _check_options(options) -> None:
@@ -201,5 +217,6 @@ def _stream_alignments(translator, reverse, options, lines, name, search):
         return iter(())
     rest = itertools.chain([first], iterator)
     if "|||" in first:
-        return align_pairs(translator, parse_fast_align(rest, name), options, reverse)
+        pairs = _warn_when_cut(parse_fast_align(rest, name), translator, name)
+        return align_pairs(translator, pairs, options, reverse)
     return align_translations(translator, rest, search, options, reverse)

@@ -31,6 +31,13 @@ class AlignOutput:
             )
         out = sys.stdout
         for index, pair in enumerate(pairs):
+            if gold is not None and index == len(gold):  # no need to align the rest first
+                from nmt_cli.errors import InputError
+
+                raise InputError(
+                    f"{self.gold_path} has {len(gold):,} alignments but there are more pairs "
+                    "to align: give the gold file of these sentence pairs"
+                )
             if self.json_output:
                 out.write(json.dumps(self._record(pair), ensure_ascii=False) + "\n")
             else:

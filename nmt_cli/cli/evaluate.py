@@ -115,6 +115,8 @@ def _check_model_options(model: list[Path] | None, save_hyp: Path | None) -> Non
         raise ConfigError("--save-hyp writes the translations of -m: add -m MODEL_DIR")
     if save_hyp is not None and not save_hyp.parent.is_dir():
         raise InputError(f"cannot write {save_hyp}: the folder {save_hyp.parent} does not exist")
+    if save_hyp is not None and save_hyp.is_dir():
+        raise InputError(f"cannot write {save_hyp}: it is a folder; give a file path")
 
 
 def _parse_metrics(text: str) -> list[str]:

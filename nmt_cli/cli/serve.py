@@ -155,6 +155,8 @@ def _check_free(host: str, port: int) -> None:
 
     from nmt_cli.errors import ConfigError
 
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"--port must be from 0 to 65535, got {port}")
     try:
         with socket.create_server((host, port)):
             pass

@@ -68,10 +68,12 @@ class TrainDisplay:
             m, t = e["config"]["model"], e["config"]["train"]
             model = " ".join(f"{k}={v}" for k, v in m.items())
             train = " ".join(f"{k}={v}" for k, v in t.items())
+            long = e.get("long_pairs", 0)
+            skipped = f" ({long:,} longer than max_len {e['max_len']} left out)" if long else ""
             return (
                 f"config: model {model}\nconfig: train {train}\n"
                 f"{e['parameters']:,} parameters on {e['device']}, {e['train_pairs']:,} training pairs"
-                f" → {e['output']}"
+                f"{skipped} → {e['output']}"
             )
         if kind == "resumed":
             return (

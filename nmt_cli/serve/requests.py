@@ -114,6 +114,8 @@ def opennmt_request(data: Any, limits: Limits) -> TranslateRequest:
 
 
 def _checked_lines(lines: list[str], limits: Limits) -> list[str]:
+    for number, line in enumerate(lines, 1):
+        _check_line(number, line)
     if not any(line.strip() for line in lines):
         raise RequestError("nothing to translate: every line is empty", 422)
     if len(lines) > limits.max_lines:
@@ -130,3 +132,23 @@ def _checked_lines(lines: list[str], limits: Limits) -> list[str]:
             413,
         )
     return lines
+
+
+def _check_line(number: int, line: str) -> None:
+    """Refuse what would be lost or mistranslated: line breaks inside one line (the text after
+    them would vanish), NUL, and lone surrogates (JSON escapes that are no Unicode text)."""
+    where = f"line {number} of the request"
+    if "\n" in line or "\r" in line:
+        raise RequestError(
+            f"{where} has a line break: send one sentence per string (a list for several)", 422
+        )
+    if "\0" in line:
+        raise RequestError(f"{where} contains a NUL character: remove it", 422)
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise RequestError(
+            f"{where} is not Unicode text (a lone surrogate {line[exc.start]!a} at character "
+            f"{exc.start + 1}): send whole characters",
+            422,
+        ) from None
