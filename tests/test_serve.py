@@ -471,7 +471,9 @@ def test_the_app_over_the_worker_process_and_after_its_death(toy_model_dir, expe
         assert answer["translation"] == expected[LINES[7]]
         in_flight = worker.submit(TranslateRequest(lines=LINES[:16], beam=5, align=True))
         worker._process.kill()  # as the kernel's OOM killer would
-        with pytest.raises(NmtError, match=r"has stopped.*\(exit code -9\)"):
+        with pytest.raises(
+            NmtError, match=r"stopped \(exit code -9\) before answering: send the request again"
+        ):
             in_flight.result(timeout=30)
         health = http.get("/health")
         assert health.status_code == 503 and "restart nmt serve" in health.json()["error"]

@@ -311,7 +311,11 @@ class WorkerProcess:
             flags, index = self._share
             flags[index] = 0
         with self._lock:
-            self._stopped = f"{STOPPED} (exit code {self._process.exitcode})"
+            self._stopped = (
+                f"the translating process stopped (exit code {self._process.exitcode}) before "
+                "answering: send the request again; if GET /health answers 503 for long, "
+                "restart nmt serve"
+            )
             left, self._futures = list(self._futures.values()), {}
         for future in left:
             settle(future, error=NmtError(self._stopped))
@@ -323,7 +327,8 @@ class WorkerProcess:
         return self._process.exitcode
 
 
-STOPPED = "the translating process has stopped: restart nmt serve"
+# GET /health while a process is down; a pool replaces it unless it died soon after starting
+STOPPED = "a translating process has stopped: if this lasts, restart nmt serve"
 AUTO_MOST_WORKERS = 4  # --workers 0 on a CPU: one process per core, up to this many
 # A pool's process that dies is replaced, unless it had been ready for less than this many
 # seconds: then the next would most likely die the same way (a model too big for memory).
