@@ -75,14 +75,17 @@ def serving(translator, **kwargs):
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
+    deadline = time.monotonic() + 60
     while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
         thread.join(0.01)
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
-        thread.join()
+        thread.join(60)
+        assert not thread.is_alive(), "uvicorn did not stop"
 
 
 def test_translate_api_gives_nmt_translates_output(client, expected):
@@ -395,9 +398,11 @@ def serve_command(model_dir, *options):
         [*command, "--port", str(port), *options], stderr=subprocess.PIPE, text=True
     )
     url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
     try:
         while True:  # until it listens (or has died)
             assert server.poll() is None, server.communicate()[1]
+            assert time.monotonic() < deadline, "nmt serve did not answer GET /health with 200"
             with contextlib.suppress(httpx.TransportError):
                 if httpx.get(url + "/health").status_code == 200:
                     break
