@@ -365,9 +365,8 @@ def _settled(beam: _Beam, scores: torch.Tensor, own_penalty: torch.Tensor) -> to
     a raw score no higher than now (log-probs are <= 0). Its best final score is thus at most
     raw / max(lp(t + 1), lp(limit + 1)), the penalty being monotone in L for any alpha; each
     sentence's lp(t + 1) is given as `own_penalty` (A,), its lp(limit + 1) is kept with the beam.
-    If the best live bound cannot beat the
-    n-th kept score, nothing later can enter the n-best (exact up to float32 rounding, the
-    precision the scores are summed in).
+    If the best live bound cannot beat the n-th kept score, nothing later can enter the n-best
+    (exact up to float32 rounding, the precision the scores are summed in).
     """
     best_live = scores.max(dim=1).values  # (A,) -inf when nothing is live
     return best_live / torch.maximum(beam.last_penalty, own_penalty) <= beam.bar
