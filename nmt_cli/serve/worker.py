@@ -431,7 +431,7 @@ class WorkerPool:
                 self._loading[index] = replacement = self._spawn(index)
                 thread = threading.Thread(target=self._replace, args=(index, replacement))
                 thread.daemon = True
-                self._restarts.append(thread)
+                self._restarts = [*(t for t in self._restarts if t.is_alive()), thread]
         if thread is None:
             self.notify(
                 f"translating process {index + 1} exited (code {dead.exitcode}) {lived:.0f} s "
