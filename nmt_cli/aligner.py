@@ -28,6 +28,7 @@ from nmt_cli.alignment import (
     symmetrize,
     transpose_links,
     with_prior,
+    with_product_prior,
 )
 from nmt_cli.errors import InputError
 
@@ -44,7 +45,15 @@ class AlignOptions:
     symmetrize: str = "grow-diag-final-and"  # with a reverse model; "mean" averages weights
     weights: str = "attention"  # attention, saliency (gradient × input) or both (their mean)
     grow_threshold: float = 0.0  # > 0: grow links into neighbours of at least this weight
-    corpus_prior: float = 0.0  # > 0: share of the corpus link rates in a second pass
+    corpus_prior: float = 0.0  # > 0: share of the input's link rates, in a second pass
+    link_prior: float = 0.0  # > 0: share of the link rates of the model's training pairs
+
+    def mixed(self, weights: np.ndarray, prior: np.ndarray) -> np.ndarray:
+        """Word weights (T, S) with link rates mixed in: the model's training rates as a
+        product of experts, the input's own rates (`corpus_prior`) linearly."""
+        if self.link_prior:
+            return with_product_prior(weights, prior, self.link_prior)
+        return with_prior(weights, prior, self.corpus_prior)
 
     def grown(self, links: set[Link], weights: np.ndarray) -> set[Link]:
         """`links` grown over word weights (T, S) of real words only, when asked."""
@@ -58,6 +67,13 @@ WEIGHTS = ("attention", "saliency", "both")
 # multi-word links and leaves a word with no strong link unaligned, and growing joins the
 # neighbours of a link. Against argmax it lowered AER on both dev sets (docs/alignment.md).
 GUIDED_EXTRACTION = {"method": "threshold", "grow_threshold": 0.2}
+# With the link rates of the model's training pairs (`--link-prior`, the default for a guided
+# model): their share in the product with the attention, and the threshold on the product. The
+# attention of a short training run knows where each word of this pair looks; the rates, how
+# often the teacher linked two words over the whole corpus. Chosen on both dev sets
+# (docs/alignment.md).
+LINK_PRIOR_SHARE = 0.8
+LINK_PRIOR_EXTRACTION = {"method": "threshold", "threshold": 0.35, "grow_threshold": 0.2}
 
 
 def translation_words(translation) -> WordAttention | None:
@@ -121,8 +137,8 @@ def word_links(words, options: AlignOptions, prior: np.ndarray | None = None) ->
     real words when one is given (`--corpus-prior`)."""
     n_src, n_tgt = words.real_shape()  # links to </s> mean "unaligned": no seed, no cell to grow
     weights = words.weights
-    if prior is not None:  # </s>, when kept, is scaled with the rest: it stays a fair NULL
-        weights = with_prior(weights, prior, options.corpus_prior)
+    if prior is not None:  # </s>, when kept, stays a fair NULL (scaled, or never linked)
+        weights = options.mixed(weights, prior)
     links = words.without_eos(extract_links(weights, options.method, options.threshold))
     return options.grown(links, weights[:n_tgt, :n_src])
 
@@ -153,7 +169,7 @@ def combine_directions(
         return words.src_words, words.tgt_words, words.weights, links
     if options.symmetrize == "mean":  # </s> is dropped: the directions place it on other sides
         weights = mean_weights(words.weights[:n_tgt, :n_src], back_words.weights[:n_src, :n_tgt])
-        mixed = weights if prior is None else with_prior(weights, prior, options.corpus_prior)
+        mixed = weights if prior is None else options.mixed(weights, prior)
         links = options.grown(extract_links(mixed, options.method, options.threshold), mixed)
         return words.src_words[:n_src], words.tgt_words[:n_tgt], weights, links
     links = symmetrize(links, transpose_links(back_links), options.symmetrize, n_src, n_tgt)
@@ -209,14 +225,18 @@ def pair_links(
     return PairAlignment(pair.source, pair.target, *combined, translated=pair.translated)
 
 
-def link_pairs(pairs: Iterable[PairWeights], options: AlignOptions) -> Iterator[PairAlignment]:
-    """Links of every pair. With `options.corpus_prior`, two passes over the whole input: the
-    links of the first give every word pair its link rate (`LinkRates`), and the second draws
-    links from the weights mixed with those rates, so nothing is yielded before the input
-    ends. Without it, each pair is yielded as soon as it is read."""
+def link_pairs(
+    pairs: Iterable[PairWeights], options: AlignOptions, rates: LinkRates | None = None
+) -> Iterator[PairAlignment]:
+    """Links of every pair. With `options.link_prior`, the weights are mixed with `rates` (the
+    model's training link rates). With `options.corpus_prior`, two passes over the whole input:
+    the links of the first give every word pair its link rate (`LinkRates`), and the second
+    draws links from the weights mixed with those rates, so nothing is yielded before the
+    input ends. Otherwise each pair is yielded as soon as it is read."""
     if not options.corpus_prior:
+        fixed = rates if options.link_prior else None
         for pair in pairs:
-            yield pair_links(pair, options)
+            yield pair_links(pair, options, fixed)
         return
     pairs = list(pairs)
     rates = LinkRates()
@@ -236,10 +256,10 @@ def align_pair(
 
 
 def align_pairs(
-    translator, pairs: Iterable[tuple[str, str]], options: AlignOptions, reverse=None
+    translator, pairs: Iterable[tuple[str, str]], options: AlignOptions, reverse=None, rates=None
 ) -> Iterator[PairAlignment]:
     weights = (pair_weights(translator, s, t, options, reverse) for s, t in pairs)
-    return link_pairs(weights, options)
+    return link_pairs(weights, options, rates)
 
 
 def checked_pairs(pairs: Iterable[tuple[str, str]], name: str) -> Iterator[tuple[str, str]]:
@@ -255,7 +275,7 @@ def checked_pairs(pairs: Iterable[tuple[str, str]], name: str) -> Iterator[tuple
 
 
 def align_translations(
-    translator, sources: Iterable[str], search, options: AlignOptions, reverse=None
+    translator, sources: Iterable[str], search, options: AlignOptions, reverse=None, rates=None
 ) -> Iterator[PairAlignment]:
     """Translate each source line, then align the source with the model's own output."""
 
@@ -269,7 +289,7 @@ def align_translations(
             pair.translated = True
             yield pair
 
-    return link_pairs(weights(), options)
+    return link_pairs(weights(), options, rates)
 
 
 def parse_fast_align(lines: Iterable[str], name: str) -> Iterator[tuple[str, str]]:

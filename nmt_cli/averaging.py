@@ -51,7 +51,13 @@ def average_checkpoints(model_dir: Path, last: int, out_dir: Path) -> Averaged:
     except OSError as exc:
         raise atomic.write_error(out_dir, exc) from exc
     checkpoint.write_json(out_dir / checkpoint.CONFIG_FILE, config)
-    for name in (checkpoint.SRC_SPM, checkpoint.TGT_SPM, checkpoint.SHORTLIST_FILE):
+    kept = (
+        checkpoint.SRC_SPM,
+        checkpoint.TGT_SPM,
+        checkpoint.SHORTLIST_FILE,
+        checkpoint.LINK_RATES_FILE,
+    )
+    for name in kept:
         if (model_dir / name).is_file():
             atomic.write_bytes(out_dir / name, (model_dir / name).read_bytes())
     checkpoint.save_best(out_dir, config, weights, meta)  # last: until then no model.pt

@@ -6,6 +6,9 @@ A model directory holds:
   src.model, tgt.model the SentencePiece models (identical files for a joint vocabulary)
   meta.json            training metadata: steps, best dev BLEU, data fingerprint, versions
   shortlist.npz        the lexical shortlist of `translate --shortlist` (nmt_cli.shortlist)
+  link_rates.tsv       with guided alignment: how often two words were linked when they met
+                       in a training pair (`nmt align --link-prior`); one "source target links
+                       meetings" line per linked word pair, tab-separated
   train.jsonl          one JSON object per progress report and validation
   checkpoints/last.pt  everything needed to resume (optimizer, schedule, step, RNG, data position)
   checkpoints/step-N.pt the weights at update N, the last `train --keep-checkpoints` saves
@@ -38,6 +41,7 @@ from nmt_cli import atomic
 from nmt_cli.errors import ArtifactError, ConfigError, NmtError
 
 if TYPE_CHECKING:
+    from nmt_cli.alignment import LinkRates
     from nmt_cli.config import Config
     from nmt_cli.model.seq2seq import Seq2Seq
 
@@ -51,6 +55,7 @@ META_FILE = "meta.json"
 SRC_SPM = "src.model"
 TGT_SPM = "tgt.model"
 SHORTLIST_FILE = "shortlist.npz"
+LINK_RATES_FILE = "link_rates.tsv"
 LOG_FILE = "train.jsonl"
 
 
@@ -347,9 +352,42 @@ def remove_training_files(model_dir: Path) -> None:
     """Delete a previous run's weights, checkpoint, metadata and log (`train --force`)."""
     for path in (
         *(model_dir / n for n in (MODEL_FILE, LAST_FILE, META_FILE, LOG_FILE)),
+        model_dir / LINK_RATES_FILE,
         *kept_checkpoints(model_dir),
     ):
         path.unlink(missing_ok=True)
+
+
+def save_link_rates(model_dir: Path, rates: LinkRates) -> None:
+    """Write the link rates of the training pairs (LINK_RATES_FILE), atomically."""
+    lines = (f"{e}\t{f}\t{linked}\t{met}\n" for e, f, linked, met in rates.counts())
+    with atomic.atomic_open(model_dir / LINK_RATES_FILE, "w", encoding="utf-8") as handle:
+        handle.writelines(lines)
+
+
+def load_link_rates(model_dir: Path) -> LinkRates | None:
+    """The link rates kept with a model (None when it has none: trained without guided
+    alignment, or by an older nmt); ArtifactError naming the line when the file is damaged."""
+    from nmt_cli.alignment import LINK_PRIOR_SMOOTHING, LinkRates
+
+    path = model_dir / LINK_RATES_FILE
+    if not path.is_file():
+        return None
+    counts = []
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                fields = line.rstrip("\n").split("\t")
+                if len(fields) != 4 or not fields[2].isdigit() or not fields[3].isdigit():
+                    raise ArtifactError(
+                        f"{path}, line {number}: expected 'source<TAB>target<TAB>links<TAB>"
+                        "meetings'; the file is damaged: retrain, or delete it to align "
+                        "without the link prior"
+                    )
+                counts.append((fields[0], fields[1], int(fields[2]), int(fields[3])))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ArtifactError(f"{path} could not be read ({type(exc).__name__}): {exc}") from None
+    return LinkRates.from_counts(counts, LINK_PRIOR_SMOOTHING)
 
 
 def check_trained_on(model_dir: Path, fingerprint: str, data: Path) -> None:

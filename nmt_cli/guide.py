@@ -15,12 +15,21 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from nmt_cli.alignment import UNITS, Link, format_pharaoh, parse_pharaoh, symmetrize, units
+from nmt_cli.alignment import (
+    LINK_PRIOR_SMOOTHING,
+    UNITS,
+    Link,
+    LinkRates,
+    format_pharaoh,
+    parse_pharaoh,
+    symmetrize,
+    units,
+)
 from nmt_cli.atomic import atomic_open
 from nmt_cli.data.datadir import DataDir, alignments_name
 from nmt_cli.data.tokenizer import Tokenizer
@@ -46,6 +55,7 @@ class PieceLinks:
     tgt: np.ndarray  # int32
     src: np.ndarray  # int32
     weight: np.ndarray  # float32
+    rates: LinkRates | None = None  # the word links' rates over the pairs, for `nmt align`
 
     def pair(self, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(tgt, src, weight) of training pair `i`."""
@@ -171,7 +181,16 @@ def training_guides(
         links = read_word_links(Path(alignments), pairs, data, stored=False)
     else:
         links = _stored_or_taught(data, unit, pairs, on_event, fallback_dir)
-    return _to_pieces(links, pairs, unit)
+    return replace(_to_pieces(links, pairs, unit), rates=link_rates(links, pairs))
+
+
+def link_rates(links: list[set[Link]], pairs: list[TrainingPair]) -> LinkRates:
+    """How often two units were linked when they met in a training pair: the lexical prior
+    that `nmt align --link-prior` mixes into the attention."""
+    rates = LinkRates(LINK_PRIOR_SMOOTHING)
+    for pair_links, pair in zip(links, pairs, strict=True):
+        rates.add(pair.src_units, pair.tgt_units, pair_links)
+    return LinkRates.from_counts(rates.counts(), LINK_PRIOR_SMOOTHING)  # the sentences let go
 
 
 def _stored_or_taught(

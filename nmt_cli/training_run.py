@@ -130,6 +130,8 @@ def _train_ranked(data, output: Path, config: Config, ranks, resume: bool, force
         shortlist = output / checkpoint.SHORTLIST_FILE
         if ranks.main and not (resume and shortlist.exists()):
             shortlist_of(data).save(shortlist)
+        if ranks.main and trainer.guides is not None and trainer.guides.rates is not None:
+            checkpoint.save_link_rates(output, trainer.guides.rates)
         return trainer.train()
 
 

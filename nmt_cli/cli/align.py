@@ -39,10 +39,12 @@ def align(
     method: str | None = _extract(
         None,
         "argmax per target word; mutual (a cell strongest in its row and its column); "
-        "or threshold (default: argmax, or threshold with --grow-threshold 0.2 for a model "
-        "trained with guided alignment).",
+        "or threshold (default: argmax; for a model trained with guided alignment, threshold "
+        "0.5 with --grow-threshold 0.2, or 0.35 with 0.2 under --link-prior).",
     ),
-    threshold: float = _extract(0.5, "Weight threshold for --method threshold."),
+    threshold: float | None = _extract(
+        None, "Weight threshold for --method threshold (default 0.5; see --method)."
+    ),
     grow_threshold: float | None = _extract(
         None,
         "Also link neighbours (diagonals included) of a link whose weight reaches this "
@@ -53,6 +55,12 @@ def align(
         "Second pass: mix this share (0-1) of each word pair's link rate over the whole "
         "input into the weights, thresholds then apply to the mix (0.5 recommended; output "
         "comes after the input ends; views show the models' own weights); 0: off.",
+    ),
+    link_prior: float | None = _extract(
+        None,
+        "Mix this share (0-1) of the link rates of the model's training pairs (kept by "
+        "`nmt train --guided-alignment`) into the weights; thresholds then apply to the mix "
+        "(default: 0.7 for a model that has them); 0: off.",
     ),
     shift: int | None = _extract(
         None,
@@ -87,7 +95,14 @@ def align(
     import sys
     from dataclasses import replace
 
-    from nmt_cli.aligner import GUIDED_EXTRACTION, AlignOptions, align_pairs, checked_pairs
+    from nmt_cli.aligner import (
+        GUIDED_EXTRACTION,
+        LINK_PRIOR_EXTRACTION,
+        LINK_PRIOR_SHARE,
+        AlignOptions,
+        align_pairs,
+        checked_pairs,
+    )
     from nmt_cli.cli.align_output import AlignOutput
     from nmt_cli.data.corpus import read_pairs
     from nmt_cli.errors import ConfigError
@@ -99,13 +114,14 @@ def align(
     options = AlignOptions(
         unit=unit,
         method=method or "argmax",
-        threshold=threshold,
+        threshold=0.5 if threshold is None else threshold,
         shift=shift or 0,
         include_eos=include_eos,
         symmetrize=symmetrize,
         weights=weights,
         grow_threshold=grow_threshold or 0.0,
         corpus_prior=corpus_prior,
+        link_prior=link_prior or 0.0,
     )
     _check_options(options)
     search = SearchOptions(beam_size=beam).check()
@@ -119,21 +135,48 @@ def align(
     reverse = Translator.load(reverse_model, device=device) if reverse_model else None
     if shift is None and weights == "attention":  # the step the model was trained to align at
         options = replace(options, shift=translator.model.config.align_shift)
-    if method is None and grow_threshold is None and translator.config.train.guided_alignment:
-        options = replace(options, **GUIDED_EXTRACTION)
-        _check_options(options)
+    rates = _link_rates(model, link_prior, corpus_prior)
+    if rates is not None and link_prior is None:
+        options = replace(options, link_prior=LINK_PRIOR_SHARE)
+    if method is None and grow_threshold is None:  # the extraction the model's training suits
+        guided = GUIDED_EXTRACTION if translator.config.train.guided_alignment else {}
+        chosen = LINK_PRIOR_EXTRACTION if options.link_prior else guided
+        given = {"threshold"} if threshold is not None else set()
+        options = replace(options, **{k: v for k, v in chosen.items() if k not in given})
+    _check_options(options)
     if view == "auto":
         view = "heatmap" if sys.stdout.isatty() and not json_output else "none"
     output = AlignOutput(view=view, json_output=json_output, gold=gold, png=png)
     if pair_files is not None:
         name = pair_files.describe()
         pairs = _warn_when_cut(checked_pairs(read_pairs(pair_files), name), translator, name)
-        output.run(align_pairs(translator, pairs, options, reverse))
+        output.run(align_pairs(translator, pairs, options, reverse, rates))
         return
     stream, name = open_input(input)
     lines = UntilError(iter_lines(stream, name))
-    output.run(_stream_alignments(translator, reverse, options, lines, name, search))
+    output.run(_stream_alignments(translator, reverse, options, lines, name, search, rates))
     lines.check()  # an unreadable line fails after every pair before it is written
+
+
+def _link_rates(model: Path, link_prior: float | None, corpus_prior: float):
+    """The model's training link rates when --link-prior asks for them or by default (None
+    when off, or by default for a model that has none)."""
+    from nmt_cli.checkpoint import LINK_RATES_FILE, load_link_rates
+    from nmt_cli.errors import ConfigError
+
+    if link_prior == 0 or (link_prior is None and corpus_prior):
+        return None
+    if link_prior is not None and corpus_prior:
+        raise ConfigError(
+            "--link-prior and --corpus-prior both mix link rates into the weights: give one"
+        )
+    rates = load_link_rates(model)
+    if rates is None and link_prior is not None:
+        raise ConfigError(
+            f"--link-prior needs {model / LINK_RATES_FILE}, which `nmt train "
+            "--guided-alignment` writes: retrain with guided alignment, or drop --link-prior"
+        )
+    return rates
 
 
 def _warn_when_cut(pairs, translator, name: str):
@@ -168,11 +211,15 @@ def _check_options(options) -> None:
         raise ConfigError(f"--threshold must be in (0, 1], got {options.threshold}")
     if not 0 <= options.grow_threshold <= 1:
         raise ConfigError(f"--grow-threshold must be in [0, 1], got {options.grow_threshold}")
-    if not 0 <= options.corpus_prior < 1:
-        raise ConfigError(
-            f"--corpus-prior must be in [0, 1): the share of the link rates beside the model's "
-            f"weights, got {options.corpus_prior}"
-        )
+    for share, name in (
+        (options.corpus_prior, "--corpus-prior"),
+        (options.link_prior, "--link-prior"),
+    ):
+        if not 0 <= share < 1:
+            raise ConfigError(
+                f"{name} must be in [0, 1): the share of the link rates beside the model's "
+                f"weights, got {share}"
+            )
     if options.method == "threshold" and options.grow_threshold >= options.threshold:
         raise ConfigError(
             f"--grow-threshold ({options.grow_threshold}) must be below --threshold "
@@ -205,7 +252,7 @@ def _checked_pair_files(src, tgt, tsv, input):
     return source
 
 
-def _stream_alignments(translator, reverse, options, lines, name, search):
+def _stream_alignments(translator, reverse, options, lines, name, search, rates):
     """`src ||| tgt` lines are aligned as given; plain source lines are translated first."""
     import itertools
 
@@ -218,5 +265,5 @@ def _stream_alignments(translator, reverse, options, lines, name, search):
     rest = itertools.chain([first], iterator)
     if "|||" in first:
         pairs = _warn_when_cut(parse_fast_align(rest, name), translator, name)
-        return align_pairs(translator, pairs, options, reverse)
-    return align_translations(translator, rest, search, options, reverse)
+        return align_pairs(translator, pairs, options, reverse, rates)
+    return align_translations(translator, rest, search, options, reverse, rates)
