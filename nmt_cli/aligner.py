@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nmt_cli.alignment import (
+    LINK_PRIOR_FLOOR,
     Link,
     LinkRates,
     WordAttention,
@@ -47,12 +48,13 @@ class AlignOptions:
     grow_threshold: float = 0.0  # > 0: grow links into neighbours of at least this weight
     corpus_prior: float = 0.0  # > 0: share of the input's link rates, in a second pass
     link_prior: float = 0.0  # > 0: share of the link rates of the model's training pairs
+    link_floor: float = LINK_PRIOR_FLOOR  # what a never-linked pair counts as in that product
 
     def mixed(self, weights: np.ndarray, prior: np.ndarray) -> np.ndarray:
         """Word weights (T, S) with link rates mixed in: the model's training rates as a
         product of experts, the input's own rates (`corpus_prior`) linearly."""
         if self.link_prior:
-            return with_product_prior(weights, prior, self.link_prior)
+            return with_product_prior(weights, prior, self.link_prior, self.link_floor)
         return with_prior(weights, prior, self.corpus_prior)
 
     def grown(self, links: set[Link], weights: np.ndarray) -> set[Link]:
