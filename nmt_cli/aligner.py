@@ -75,7 +75,7 @@ GUIDED_EXTRACTION = {"method": "threshold", "grow_threshold": 0.2}
 # often the teacher linked two words over the whole corpus. Chosen on both dev sets
 # (docs/alignment.md).
 LINK_PRIOR_SHARE = 0.8
-LINK_PRIOR_EXTRACTION = {"method": "threshold", "threshold": 0.35, "grow_threshold": 0.2}
+LINK_PRIOR_EXTRACTION = {"method": "threshold", "threshold": 0.3, "grow_threshold": 0.25}
 
 
 def translation_words(translation) -> WordAttention | None:

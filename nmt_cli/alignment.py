@@ -44,8 +44,8 @@ PRIOR_SMOOTHING = 5.0
 # count tens of thousands of pairs, so a rare pair needs less shrinking. Chosen on the Hansards
 # set (0.5 and 1 did about as well, 5 worse).
 LINK_PRIOR_SMOOTHING = 1.0
-# What a never-linked word pair counts as in `with_product_prior` (0.01-0.1 did about as well).
-LINK_PRIOR_FLOOR = 0.05
+# What a never-linked word pair counts as in `with_product_prior` (docs/alignment.md).
+LINK_PRIOR_FLOOR = 0.1
 
 
 @dataclass(frozen=True)

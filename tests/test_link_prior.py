@@ -65,8 +65,8 @@ def test_the_link_prior_moves_an_uncertain_link_in_one_pass():
     options = AlignOptions(link_prior=0.5)
     (mixed,) = align_pairs(model, pairs, options, rates=_rates())
     # rates (smoothing 1): a-x 3 / (4 + 1) = 0.6, b-y 1 / (1 + 1) = 0.5, b-x and a-y never
-    # linked (the floor, 0.05). x: a √(0.4·0.65) = 0.51 against b √(0.6·0.05) = 0.17;
-    # y: b √(0.7·0.55) = 0.62 against a √(0.3·0.05) = 0.12
+    # linked (the floor, 0.1). x: a √(0.4·0.7) = 0.53 against b √(0.6·0.1) = 0.24;
+    # y: b √(0.7·0.6) = 0.65 against a √(0.3·0.1) = 0.17
     assert mixed.links == {(0, 0), (1, 1)}
     np.testing.assert_allclose(mixed.weights, plain.weights)  # the model's own, shown
     (unmixed,) = align_pairs(model, pairs, AlignOptions(), rates=_rates())

@@ -40,7 +40,7 @@ def align(
         None,
         "argmax per target word; mutual (a cell strongest in its row and its column); "
         "or threshold (default: argmax; for a model trained with guided alignment, threshold "
-        "0.5 with --grow-threshold 0.2, or 0.35 with 0.2 under --link-prior).",
+        "0.5 with --grow-threshold 0.2, or 0.3 with 0.25 under --link-prior).",
     ),
     threshold: float | None = _extract(
         None, "Weight threshold for --method threshold (default 0.5; see --method)."
