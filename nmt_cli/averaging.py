@@ -57,9 +57,11 @@ def average_checkpoints(model_dir: Path, last: int, out_dir: Path) -> Averaged:
         checkpoint.SHORTLIST_FILE,
         checkpoint.LINK_RATES_FILE,
     )
-    for name in kept:
+    for name in kept:  # a file the source lacks is not left over from an earlier output
         if (model_dir / name).is_file():
             atomic.write_bytes(out_dir / name, (model_dir / name).read_bytes())
+        else:
+            (out_dir / name).unlink(missing_ok=True)
     checkpoint.save_best(out_dir, config, weights, meta)  # last: until then no model.pt
     return Averaged(out_dir, sources)
 

@@ -378,7 +378,8 @@ def load_link_rates(model_dir: Path) -> LinkRates | None:
         with open(path, encoding="utf-8") as handle:
             for number, line in enumerate(handle, start=1):
                 fields = line.rstrip("\n").split("\t")
-                if len(fields) != 4 or not fields[2].isdigit() or not fields[3].isdigit():
+                counts_ok = all(f.isascii() and f.isdigit() for f in fields[2:])
+                if len(fields) != 4 or not counts_ok:
                     raise ArtifactError(
                         f"{path}, line {number}: expected 'source<TAB>target<TAB>links<TAB>"
                         "meetings'; the file is damaged: retrain, or delete it to align "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from cli_runner import invoke
+from test_alignment import _Corpus  # a stand-in translator with fixed attention per pair
 
 from nmt_cli import checkpoint
 from nmt_cli.aligner import LINK_PRIOR_SHARE, AlignOptions, align_pairs
@@ -43,22 +44,9 @@ def test_a_damaged_link_rates_file_names_its_line(tmp_path):
         checkpoint.load_link_rates(tmp_path)
 
 
-class _Attention:
-    """A stand-in translator: fixed forced attention per pair (one row per target word, plus
-    the end-of-sentence step)."""
-
-    def __init__(self, rows_of):
-        self.rows_of = rows_of
-
-    def forced_attention(self, source, target):
-        src = ["▁" + w for w in source.split()]
-        tgt = ["▁" + w for w in target.split()]
-        return src, tgt, np.array(self.rows_of[source, target])
-
-
 def test_the_link_prior_moves_an_uncertain_link_in_one_pass():
     # x leans to b (0.6), but the training links joined a with x three times in four meetings
-    model = _Attention({("a b", "x y"): [[0.4, 0.6], [0.3, 0.7], [0.5, 0.5]]})
+    model = _Corpus({("a b", "x y"): [[0.4, 0.6], [0.3, 0.7], [0.5, 0.5]]})
     pairs = [("a b", "x y")]
     (plain,) = align_pairs(model, pairs, AlignOptions())
     assert plain.links == {(1, 0), (1, 1)}
@@ -144,6 +132,7 @@ def test_align_mixes_in_the_link_prior_by_default(guided_model, toy_data_dir, tm
     assert explicit.stdout == default.stdout
     off = _align(guided_model, toy_data_dir, "--link-prior", "0")
     assert off.exit_code == 0, off.stderr
+    assert off.stdout != default.stdout  # the prior moved links of this barely trained model
     without = tmp_path / "without"
     without.mkdir()
     for path in guided_model.iterdir():
@@ -158,6 +147,7 @@ def test_align_mixes_in_the_link_prior_by_default(guided_model, toy_data_dir, tm
         (("--link-prior", "0.5", "--corpus-prior", "0.5"), "give one"),
         (("--link-prior", "1"), "--link-prior must be in [0, 1)"),
         (("--link-prior", "-0.2"), "--link-prior must be in [0, 1)"),
+        (("--link-prior", "0.5", "--unit", "piece"), "count word units, not --unit piece"),
     ],
 )
 def test_bad_link_prior_settings_are_one_line_errors(guided_model, toy_data_dir, flags, message):
@@ -171,3 +161,15 @@ def test_link_prior_on_a_model_without_rates_says_how_to_get_them(toy_model_dir,
     result = _align(toy_model_dir, toy_data_dir, "--link-prior", "0.5")
     assert result.exit_code == 2
     assert "link_rates.tsv" in result.stderr and "guided alignment" in result.stderr
+
+
+def test_a_low_threshold_alone_keeps_the_prior_and_drops_the_grow_above_it(
+    guided_model, toy_data_dir
+):
+    low = _align(guided_model, toy_data_dir, "--threshold", "0.2")
+    assert low.exit_code == 0, low.stderr
+    explicit = _align(guided_model, toy_data_dir, "--method", "threshold", "--threshold", "0.2",
+                      "--grow-threshold", "0", "--link-prior", str(LINK_PRIOR_SHARE))  # fmt: skip
+    assert low.stdout == explicit.stdout
+    other_unit = _align(guided_model, toy_data_dir, "--unit", "piece")  # no rates for pieces
+    assert other_unit.exit_code == 0, other_unit.stderr

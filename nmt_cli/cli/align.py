@@ -58,9 +58,9 @@ def align(
     ),
     link_prior: float | None = _extract(
         None,
-        "Mix this share (0-1) of the link rates of the model's training pairs (kept by "
-        "`nmt train --guided-alignment`) into the weights; thresholds then apply to the mix "
-        "(default: 0.7 for a model that has them); 0: off.",
+        "Multiply the weights with the link rates of the model's training pairs (kept by "
+        "`nmt train --guided-alignment`), at this share (0-1) of the product; thresholds then "
+        "apply to the product (default: 0.8 for a guided model, at its --unit); 0: off.",
     ),
     shift: int | None = _extract(
         None,
@@ -135,14 +135,18 @@ def align(
     reverse = Translator.load(reverse_model, device=device) if reverse_model else None
     if shift is None and weights == "attention":  # the step the model was trained to align at
         options = replace(options, shift=translator.model.config.align_shift)
-    rates = _link_rates(model, link_prior, corpus_prior)
-    if rates is not None and link_prior is None:
+    trained = translator.config.train
+    rates = _link_rates(model, link_prior, corpus_prior, unit, trained.align_unit)
+    if rates is not None and link_prior is None and trained.guided_alignment:
         options = replace(options, link_prior=LINK_PRIOR_SHARE)
     if method is None and grow_threshold is None:  # the extraction the model's training suits
-        guided = GUIDED_EXTRACTION if translator.config.train.guided_alignment else {}
-        chosen = LINK_PRIOR_EXTRACTION if options.link_prior else guided
-        given = {"threshold"} if threshold is not None else set()
-        options = replace(options, **{k: v for k, v in chosen.items() if k not in given})
+        guided = GUIDED_EXTRACTION if trained.guided_alignment else {}
+        chosen = dict(LINK_PRIOR_EXTRACTION if options.link_prior else guided)
+        if threshold is not None:  # the user's threshold, grown only from below it
+            chosen["threshold"] = threshold
+            if chosen.get("grow_threshold", 0.0) >= threshold:
+                chosen.pop("grow_threshold")
+        options = replace(options, **chosen)
     _check_options(options)
     if view == "auto":
         view = "heatmap" if sys.stdout.isatty() and not json_output else "none"
@@ -158,9 +162,11 @@ def align(
     lines.check()  # an unreadable line fails after every pair before it is written
 
 
-def _link_rates(model: Path, link_prior: float | None, corpus_prior: float):
+def _link_rates(
+    model: Path, link_prior: float | None, corpus_prior: float, unit: str, trained_unit: str
+):
     """The model's training link rates when --link-prior asks for them or by default (None
-    when off, or by default for a model that has none)."""
+    when off, or by default for a model that has none or counted other units)."""
     from nmt_cli.checkpoint import LINK_RATES_FILE, load_link_rates
     from nmt_cli.errors import ConfigError
 
@@ -169,6 +175,13 @@ def _link_rates(model: Path, link_prior: float | None, corpus_prior: float):
     if link_prior is not None and corpus_prior:
         raise ConfigError(
             "--link-prior and --corpus-prior both mix link rates into the weights: give one"
+        )
+    if unit != trained_unit:
+        if link_prior is None:
+            return None
+        raise ConfigError(
+            f"--link-prior: the model's link rates count {trained_unit} units, not --unit "
+            f"{unit}: align with --unit {trained_unit}, or drop --link-prior"
         )
     rates = load_link_rates(model)
     if rates is None and link_prior is not None:
