@@ -65,16 +65,25 @@ def test_ctrl_c_returns_only_once_every_work_has_stopped():
             steps.append(time.monotonic())
 
     def quick(stop):
-        while not stop.is_set():
+        deadline = time.monotonic() + 30  # a lost Ctrl-C fails the test instead of hanging it
+        while not stop.is_set() and time.monotonic() < deadline:
             time.sleep(0.01)
         raise Stopped
 
     timer = threading.Timer(0.1, lambda: os.kill(os.getpid(), signal.SIGINT))
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as in a shell
     timer.start()
+    try:
+        _interrupted_while_running(slow, quick, returned)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    time.sleep(0.4)
+    assert len(steps) == 1 and steps[0] <= returned[0]  # the step under way, and nothing after
+
+
+def _interrupted_while_running(slow, quick, returned) -> None:
     with pytest.raises(KeyboardInterrupt):
         try:
             run_in_threads([slow, quick])
         finally:
             returned.append(time.monotonic())
-    time.sleep(0.4)
-    assert len(steps) == 1 and steps[0] <= returned[0]  # the step under way, and nothing after
