@@ -164,6 +164,7 @@ def training_guides(
     alignments: Path | None = None,
     on_event: OnEvent = ignore,
     fallback_dir: Path | None = None,
+    with_rates: bool = True,
 ) -> PieceLinks:
     """The guidance of `data`'s training pairs, over pieces.
 
@@ -172,7 +173,8 @@ def training_guides(
     for words, the whitespace words of DATA/train.src and train.tgt); else from
     DATA/train.{unit}.align; else the teacher computes them and they are stored there, or, when
     DATA is not writable, in `fallback_dir` (e.g. the model directory; looked up there too),
-    or kept in memory with a warning event when no fallback is given.
+    or kept in memory with a warning event when no fallback is given. `with_rates` also counts
+    the links' rates over the pairs (`PieceLinks.rates`, for `nmt align --link-prior`).
     """
     if unit not in UNITS:
         raise ConfigError(f"unknown alignment unit {unit!r}; choose one of: {', '.join(UNITS)}")
@@ -181,7 +183,8 @@ def training_guides(
         links = read_word_links(Path(alignments), pairs, data, stored=False)
     else:
         links = _stored_or_taught(data, unit, pairs, on_event, fallback_dir)
-    return replace(_to_pieces(links, pairs, unit), rates=link_rates(links, pairs))
+    pieces = _to_pieces(links, pairs, unit)
+    return replace(pieces, rates=link_rates(links, pairs)) if with_rates else pieces
 
 
 def link_rates(links: list[set[Link]], pairs: list[TrainingPair]) -> LinkRates:

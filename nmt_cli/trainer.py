@@ -120,8 +120,10 @@ class Trainer:
         t = self.config.train
         path = Path(t.alignments) if t.alignments else None
 
-        def load(on_event: OnEvent):
-            return training_guides(self.data, t.align_unit, path, on_event, self.model_dir)
+        def load(on_event: OnEvent):  # the link rates only where they are written
+            return training_guides(
+                self.data, t.align_unit, path, on_event, self.model_dir, self.ranks.main
+            )
 
         if not self.ranks.distributed:
             return load(self.on_event)
