@@ -1,7 +1,8 @@
 """Word alignments from a model's attention (or gradient saliency): the one place that aligns.
 
 Three uses, one module: the links of a translation from the attention its own search kept
-(`translate --align`, `--json` and the interactive prompt: `translation_words`); forced
+(`translate --align`, `--json`, `nmt serve`: `TranslationAligner`, with `nmt align`'s
+defaults for the model; the interactive prompt's view: `translation_words`); forced
 alignment of given pairs (`nmt align`); and forced alignment of the model's own output
 (`nmt align` on source-only input: forced decoding again, so that saliency, a reverse model
 and every extraction option apply). This composes the translator (attention over pieces)
@@ -78,18 +79,56 @@ LINK_PRIOR_SHARE = 0.8
 LINK_PRIOR_EXTRACTION = {"method": "threshold", "threshold": 0.3, "grow_threshold": 0.25}
 
 
+def extraction_defaults(guided: bool, link_prior: bool) -> dict:
+    """The extraction `nmt align` uses when none is given: argmax for a model trained to
+    translate only, GUIDED_EXTRACTION after guided alignment, LINK_PRIOR_EXTRACTION with the
+    model's link rates."""
+    return dict(LINK_PRIOR_EXTRACTION if link_prior else GUIDED_EXTRACTION if guided else {})
+
+
+@dataclass(frozen=True)
+class TranslationAligner:
+    """How the word links of a model's own translations are drawn (`translate --align` and
+    `--json`, the interactive prompt, `nmt serve`): `nmt align`'s defaults for that model, over
+    the attention the search kept. The default instance is argmax over the attention alone."""
+
+    options: AlignOptions = AlignOptions()
+    rates: LinkRates | None = None
+
+    @classmethod
+    def for_model(cls, translator) -> TranslationAligner:
+        """The defaults of `nmt align -m MODEL` at --unit word: for a model trained with guided
+        alignment, its link rates (when it kept them) and the extraction chosen for them."""
+        from nmt_cli.checkpoint import load_link_rates
+
+        trained = translator.config.train
+        if not trained.guided_alignment:
+            return cls()
+        rates = load_link_rates(translator.model_dir) if trained.align_unit == "word" else None
+        options = AlignOptions(
+            link_prior=LINK_PRIOR_SHARE if rates is not None else 0.0,
+            **extraction_defaults(True, rates is not None),
+        )
+        return cls(options, rates)
+
+    def links(self, translation) -> set[Link]:
+        """The word links (source index, target index) of one translation."""
+        words = translation_words(translation)
+        if words is None:
+            return set()
+        n_src, n_tgt = words.real_shape()
+        prior = None
+        if self.rates is not None and self.options.link_prior:
+            prior = self.rates.matrix(words.src_words[:n_src], words.tgt_words[:n_tgt])
+        return word_links(words, self.options, prior)
+
+
 def translation_words(translation) -> WordAttention | None:
     """Word-level weights of a `Translation` from the attention its search kept (None when it
     kept none, or for an empty line)."""
     if translation.attention is None or not translation.pieces or not translation.src_pieces:
         return None
     return merge_to_words(translation.attention, translation.src_pieces, translation.pieces)
-
-
-def translation_links(translation) -> set[Link]:
-    """The word links (argmax per target word) of a `Translation`'s own attention."""
-    words = translation_words(translation)
-    return set() if words is None else extract_links(words.weights)
 
 
 @dataclass

@@ -3,6 +3,8 @@ into its attention by `nmt align`."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from cli_runner import invoke
@@ -173,3 +175,27 @@ def test_a_low_threshold_alone_keeps_the_prior_and_drops_the_grow_above_it(
     assert low.stdout == explicit.stdout
     other_unit = _align(guided_model, toy_data_dir, "--unit", "piece")  # no rates for pieces
     assert other_unit.exit_code == 0, other_unit.stderr
+
+
+def test_translate_align_draws_the_links_nmt_align_draws(guided_model, toy_data_dir, tmp_path):
+    sources = (toy_data_dir / "dev.src").read_text(encoding="utf-8").splitlines()
+    result = invoke("translate", "-m", guided_model, "--beam", "1", "--align",
+                    "--input", toy_data_dir / "dev.src")  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    answers = [line.split(" ||| ") for line in result.stdout.splitlines()]
+    assert len(answers) == len(sources)
+    kept = [(s, t, links) for s, (t, links) in zip(sources, answers, strict=True) if t.strip()]
+    assert kept, "the toy model translated every line to nothing"
+    (tmp_path / "src").write_text("".join(s + "\n" for s, _, _ in kept), encoding="utf-8")
+    (tmp_path / "tgt").write_text("".join(t + "\n" for _, t, _ in kept), encoding="utf-8")
+    on_pairs = ("-m", guided_model, "--src", tmp_path / "src", "--tgt", tmp_path / "tgt")
+    aligned = invoke("align", *on_pairs, "--view", "none")
+    assert aligned.exit_code == 0, aligned.stderr
+    # the search's attention of a greedy translation is the forced attention of that output
+    assert [links for _, _, links in kept] == aligned.stdout.splitlines()
+    plain = invoke("align", *on_pairs, "--view", "none", "--link-prior", "0", "--method", "argmax")
+    assert plain.stdout != aligned.stdout  # the links are the model's defaults, not argmax
+    as_json = invoke("translate", "-m", guided_model, "--beam", "1", "--json",
+                     "--input", toy_data_dir / "dev.src")  # fmt: skip
+    records = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert [r["alignment"] for r in records] == [links for _, links in answers]

@@ -96,12 +96,11 @@ def align(
     from dataclasses import replace
 
     from nmt_cli.aligner import (
-        GUIDED_EXTRACTION,
-        LINK_PRIOR_EXTRACTION,
         LINK_PRIOR_SHARE,
         AlignOptions,
         align_pairs,
         checked_pairs,
+        extraction_defaults,
     )
     from nmt_cli.cli.align_output import AlignOutput
     from nmt_cli.data.corpus import read_pairs
@@ -140,8 +139,7 @@ def align(
     if rates is not None and link_prior is None and trained.guided_alignment:
         options = replace(options, link_prior=LINK_PRIOR_SHARE)
     if method is None and grow_threshold is None:  # the extraction the model's training suits
-        guided = GUIDED_EXTRACTION if trained.guided_alignment else {}
-        chosen = dict(LINK_PRIOR_EXTRACTION if options.link_prior else guided)
+        chosen = extraction_defaults(trained.guided_alignment, bool(options.link_prior))
         if threshold is not None:  # the user's threshold, grown only from below it
             chosen["threshold"] = threshold
             if chosen.get("grow_threshold", 0.0) >= threshold:

@@ -91,7 +91,7 @@ def translate(
         replace_unk=replace_unk,
         with_attention=with_attention or replace_unk,
     )
-    write = _writer(json_output, align, nbest, translator.max_source_pieces)
+    write = _writer(translator, json_output, align, nbest)
     out = sys.stdout
     for number, translation in enumerate(results, start=1):
         out.write(write(number, translation))
@@ -101,9 +101,13 @@ def translate(
     lines.check()  # an unreadable line fails only after every line before it is written
 
 
-def _writer(json_output: bool, align: bool, nbest: int, limit: int):
+def _writer(translator, json_output: bool, align: bool, nbest: int):
+    from nmt_cli.aligner import TranslationAligner
     from nmt_cli.cli.boundary import warn
     from nmt_cli.render.translation import as_json, as_nbest, as_text
+
+    limit = translator.max_source_pieces
+    aligner = TranslationAligner.for_model(translator) if align or json_output else None
 
     def write(number: int, translation) -> str:
         if translation.truncated:
@@ -111,10 +115,10 @@ def _writer(json_output: bool, align: bool, nbest: int, limit: int):
                 f"line {number} is longer than the model's {limit} pieces: translated its first {limit}"
             )
         if json_output:
-            return as_json(translation) + "\n"
+            return as_json(translation, aligner.links(translation)) + "\n"
         if nbest > 1:
             return as_nbest(number - 1, translation)
-        return as_text(translation, align) + "\n"
+        return as_text(translation, aligner.links(translation) if align else None) + "\n"
 
     return write
 

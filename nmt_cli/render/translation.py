@@ -1,22 +1,19 @@
-"""Translations as output lines: plain text, text with alignments, n-best lists, JSON."""
+"""Translations as output lines: plain text, text with alignments, n-best lists, JSON.
+
+Word links come from the caller (`aligner.TranslationAligner`, the model's own extraction);
+this module only writes them out."""
 
 from __future__ import annotations
 
 import json
 
-
-def word_links(translation) -> str:
-    """Word-level Pharaoh links (source word − target word, 0-based) from the attention."""
-    # Here, not at the top: plain-text output does not need it, and it takes a while to load.
-    from nmt_cli.aligner import translation_links
-    from nmt_cli.alignment import format_pharaoh
-
-    return format_pharaoh(translation_links(translation))
+from nmt_cli.alignment import Link, format_pharaoh
 
 
-def as_text(translation, align: bool) -> str:
+def as_text(translation, links: set[Link] | None = None) -> str:
+    """The translation on one line; with `links`, `translation ||| 0-0 1-2`."""
     text = " ".join(translation.text.split("\n"))
-    return f"{text} ||| {word_links(translation)}" if align else text
+    return text if links is None else f"{text} ||| {format_pharaoh(links)}"
 
 
 def as_nbest(index: int, translation) -> str:
@@ -28,19 +25,20 @@ def as_nbest(index: int, translation) -> str:
     )
 
 
-def as_json(translation) -> str:
-    return json.dumps(as_record(translation), ensure_ascii=False)
+def as_json(translation, links: set[Link]) -> str:
+    return json.dumps(as_record(translation, links), ensure_ascii=False)
 
 
-def as_record(translation) -> dict:
-    """The JSON object of a translation (`translate --json`, `nmt serve`'s /translate)."""
+def as_record(translation, links: set[Link]) -> dict:
+    """The JSON object of a translation (`translate --json`, `nmt serve`'s /translate), with
+    its word links in Pharaoh form."""
     return {
         "source": translation.source,
         "translation": translation.text,
         "score": round(float(translation.score), 4),
         "src_pieces": translation.src_pieces,
         "pieces": translation.pieces,
-        "alignment": word_links(translation),
+        "alignment": format_pharaoh(links),
         "attention": None
         if translation.attention is None
         else [[round(float(w), 4) for w in row] for row in translation.attention],

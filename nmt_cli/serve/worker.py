@@ -43,7 +43,10 @@ class Local:
     def __init__(
         self, translator: Translator, window: float = 0.005, max_lines: int = 64, pace=None
     ):
+        from nmt_cli.aligner import TranslationAligner
+
         self.translator = translator
+        self.aligner = TranslationAligner.for_model(translator)  # `nmt translate --align`'s links
         self.batcher = Batcher(_streams_of(translator), window, max_lines, pace)
         self.models = [describe(t) for t in (translator, *translator.partners)]
 
@@ -55,7 +58,7 @@ class Local:
         """A future of the request's records; cancelling it drops the request's lines."""
         job, records = self.batcher.submit(request), Future()
         records.add_done_callback(lambda done: done.cancelled() and job.cancel())
-        job.add_done_callback(partial(_render, records, request, api))
+        job.add_done_callback(partial(_render, records, request, api, self.aligner))
         return records
 
     def close(self) -> None:
@@ -73,28 +76,28 @@ def _streams_of(translator: Translator):
     return open_stream
 
 
-def _render(records: Future, request: TranslateRequest, api: str, job: Future) -> None:
+def _render(records: Future, request: TranslateRequest, api: str, aligner, job: Future) -> None:
     if job.cancelled():
         return
     try:
         translations = job.result()
         if api == OPENNMT_API:
-            result = [opennmt_record(t) for t in translations]
+            result = [opennmt_record(t, aligner) for t in translations]
         else:
-            result = [record(t, request.align) for t in translations]
+            result = [record(t, request.align, aligner) for t in translations]
     except Exception as exc:
         settle(records, error=exc)
     else:
         settle(records, result)
 
 
-def record(translation: Translation, align: bool) -> dict:
+def record(translation: Translation, align: bool, aligner) -> dict:
     """What POST /translate answers for a line: `nmt translate --json`'s object, and with
     `align` the word-level weights (T, S) and words the page draws."""
     from nmt_cli.aligner import translation_words
     from nmt_cli.render.translation import as_record
 
-    result = as_record(translation)
+    result = as_record(translation, aligner.links(translation))
     words = translation_words(translation) if align else None
     if words is not None:
         weights = [[round(float(w), 4) for w in row] for row in words.weights]
@@ -102,16 +105,16 @@ def record(translation: Translation, align: bool) -> dict:
     return result
 
 
-def opennmt_record(translation: Translation) -> dict:
+def opennmt_record(translation: Translation, aligner) -> dict:
     """What OpenNMT-py's server answers for a line."""
-    from nmt_cli.render.translation import word_links
+    from nmt_cli.alignment import format_pharaoh
 
     return {
         "src": translation.source,
         "tgt": translation.text,
         "pred_score": round(float(translation.score), 4),
         "n_best": 1,
-        "align": [word_links(translation)],
+        "align": [format_pharaoh(aligner.links(translation))],
     }
 
 
