@@ -315,15 +315,24 @@ class LinkRates:
         self.links: Counter[tuple[str, str]] = Counter()
         self._meetings: Counter[tuple[str, str]] = Counter()
         self._counted = True  # _meetings is up to date
-        self._sentences: list[tuple[Counter[str], Counter[str]]] = []
+        # each pair added, as word types: (source ids, their counts, target ids, their counts)
+        self._sentences: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._ids: tuple[dict[str, int], dict[str, int]] = ({}, {})
 
     def add(self, src_words: list[str], tgt_words: list[str], links: Iterable[Link]) -> None:
         """Count one aligned pair: its links (source i, target j) and its word meetings."""
         src = [w.casefold() for w in src_words]
         tgt = [w.casefold() for w in tgt_words]
         self.links.update((src[i], tgt[j]) for i, j in links)
-        self._sentences.append((Counter(src), Counter(tgt)))
+        self._sentences.append((*self._types(src, 0), *self._types(tgt, 1)))
         self._counted = False  # meetings are counted when first needed, for linked pairs only
+
+    def _types(self, words: list[str], side: int) -> tuple[np.ndarray, np.ndarray]:
+        ids = self._ids[side]
+        counts = Counter(ids.setdefault(w, len(ids)) for w in words)
+        return np.fromiter(counts, np.int64, len(counts)), np.fromiter(
+            counts.values(), np.int64, len(counts)
+        )
 
     @classmethod
     def from_counts(
@@ -358,14 +367,50 @@ class LinkRates:
     def meetings(self, src_word: str, tgt_word: str) -> int:
         """How many (source token, target token) pairs of these two words share a pair."""
         if not self._counted:
-            self._meetings.clear()
-            for src, tgt in self._sentences:
-                for e, count_e in src.items():
-                    for f, count_f in tgt.items():
-                        if (e, f) in self.links:
-                            self._meetings[e, f] += count_e * count_f
-            self._counted = True
+            self._count_meetings()
         return self._meetings.get((src_word.casefold(), tgt_word.casefold()), 0)
+
+    def _count_meetings(self, chunk: int = 1 << 20) -> None:
+        """The meetings of every linked pair, vectorised: each pairing of a source and a target
+        word type within a sentence pair is one integer key (source id × target types + target
+        id), kept when the pair is linked and summed by key, about `chunk` pairings at a time."""
+        src_ids, tgt_ids = self._ids
+        width = max(len(tgt_ids), 1)
+        linked = list(self.links)
+        keys = np.array([src_ids[e] * width + tgt_ids[f] for e, f in linked], dtype=np.int64)
+        order = np.argsort(keys)
+        keys = keys[order]
+        totals = np.zeros(len(keys), dtype=np.int64)
+        start = 0
+        while start < len(self._sentences) and len(keys):
+            sizes, stop = 0, start
+            while stop < len(self._sentences) and (sizes < chunk or stop == start):
+                sizes += len(self._sentences[stop][0]) * len(self._sentences[stop][2])
+                stop += 1
+            totals += _linked_meetings(self._sentences[start:stop], keys, width)
+            start = stop
+        self._meetings = Counter()
+        for index, met in zip(order.tolist(), totals.tolist(), strict=True):
+            self._meetings[linked[index]] = met
+        self._counted = True
+
+
+def _linked_meetings(sentences: list, keys: np.ndarray, width: int) -> np.ndarray:
+    """How often each of the sorted `keys` (source id × width + target id) meets in these
+    sentence pairs: the sum over pairs of count(source type) × count(target type)."""
+    e_ids, e_counts, f_ids, f_counts = (np.concatenate([s[k] for s in sentences]) for k in range(4))
+    a = np.array([len(s[0]) for s in sentences], dtype=np.int64)  # source types per pair
+    b = np.array([len(s[2]) for s in sentences], dtype=np.int64)  # target types per pair
+    n = a * b  # pairings per sentence pair, enumerated row by row
+    pair = np.repeat(np.arange(len(sentences)), n)
+    local = np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n)
+    e = np.repeat(np.cumsum(a) - a, n) + local // b[pair]
+    f = np.repeat(np.cumsum(b) - b, n) + local % b[pair]
+    met_keys = e_ids[e] * width + f_ids[f]
+    found = np.minimum(np.searchsorted(keys, met_keys), len(keys) - 1)
+    hit = keys[found] == met_keys
+    met = np.bincount(found[hit], weights=e_counts[e[hit]] * f_counts[f[hit]], minlength=len(keys))
+    return np.rint(met).astype(np.int64)
 
 
 def with_prior(weights: np.ndarray, prior: np.ndarray, share: float) -> np.ndarray:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 
 import numpy as np
@@ -226,6 +227,29 @@ def test_link_rates_count_links_against_meetings_with_smoothing():
     assert rates.matrix([], ["猫"]).shape == (1, 0)
     rates.add(["dog"], ["狗"], {(0, 0)})  # counts stay right after more pairs come in
     assert rates.rate("dog", "狗") == pytest.approx(2 / (4 + 1))
+
+
+def test_link_rates_meetings_match_a_count_of_every_token_pairing():
+    rng = np.random.default_rng(7)
+    vocab_src, vocab_tgt = ["a", "B", "b", "c", "d", "e"], ["x", "y", "z", "w"]
+    pairs = []
+    for _ in range(300):  # repeated words, empty sides, case-folded duplicates
+        src = list(rng.choice(vocab_src, rng.integers(0, 7)))
+        tgt = list(rng.choice(vocab_tgt, rng.integers(0, 6)))
+        links = {(i, j) for i in range(len(src)) for j in range(len(tgt)) if rng.random() < 0.2}
+        pairs.append((src, tgt, links))
+    expected = Counter()
+    for src, tgt, _ in pairs:
+        for e in src:
+            for f in tgt:
+                expected[e.casefold(), f] += 1
+    rates = LinkRates()
+    for pair in pairs:
+        rates.add(*pair)
+    rates._count_meetings(chunk=7)  # many small chunks, a sentence pair never split
+    counted = {(e, f): met for e, f, _, met in rates.counts()}
+    assert counted == {key: expected[key] for key in rates.links}
+    assert len(counted) > 10
 
 
 def test_with_prior_mixes_by_share_and_checks_it():
