@@ -89,27 +89,35 @@ def extraction_defaults(guided: bool, link_prior: bool) -> dict:
 @dataclass(frozen=True)
 class TranslationAligner:
     """How the word links of a model's own translations are drawn (`translate --align` and
-    `--json`, the interactive prompt, `nmt serve`): `nmt align`'s defaults for that model, over
+    `--json`, `nmt serve`): `nmt align`'s defaults for that model, over
     the attention the search kept. The default instance is argmax over the attention alone."""
 
     options: AlignOptions = AlignOptions()
     rates: LinkRates | None = None
+    problem: str | None = None  # why the model's link rates were left out: a damaged file
 
     @classmethod
     def for_model(cls, translator) -> TranslationAligner:
         """The defaults of `nmt align -m MODEL` at --unit word: for a model trained with guided
-        alignment, its link rates (when it kept them) and the extraction chosen for them."""
+        alignment, its link rates (when it kept them) and the extraction chosen for them. A
+        damaged rates file leaves them out (and says so in `problem`): translating goes on."""
         from nmt_cli.checkpoint import load_link_rates
+        from nmt_cli.errors import ArtifactError
 
         trained = translator.config.train
         if not trained.guided_alignment:
             return cls()
-        rates = load_link_rates(translator.model_dir) if trained.align_unit == "word" else None
+        rates, problem = None, None
+        if trained.align_unit == "word":
+            try:
+                rates = load_link_rates(translator.model_dir)
+            except ArtifactError as exc:
+                problem = f"{exc}; word links come from the attention alone"
         options = AlignOptions(
             link_prior=LINK_PRIOR_SHARE if rates is not None else 0.0,
             **extraction_defaults(True, rates is not None),
         )
-        return cls(options, rates)
+        return cls(options, rates, problem)
 
     def links(self, translation) -> set[Link]:
         """The word links (source index, target index) of one translation."""

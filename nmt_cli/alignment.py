@@ -316,11 +316,13 @@ class LinkRates:
         self._meetings: Counter[tuple[str, str]] = Counter()
         self._counted = True  # _meetings is up to date
         # each pair added, as word types: (source ids, their counts, target ids, their counts)
-        self._sentences: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._sentences: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] | None = []
         self._ids: tuple[dict[str, int], dict[str, int]] = ({}, {})
 
     def add(self, src_words: list[str], tgt_words: list[str], links: Iterable[Link]) -> None:
         """Count one aligned pair: its links (source i, target j) and its word meetings."""
+        if self._sentences is None:
+            raise ValueError("link rates read from counts cannot count more sentence pairs")
         src = [w.casefold() for w in src_words]
         tgt = [w.casefold() for w in tgt_words]
         self.links.update((src[i], tgt[j]) for i, j in links)
@@ -340,6 +342,7 @@ class LinkRates:
     ) -> LinkRates:
         """Rates from (source word, target word, links, meetings) counts, as `counts` gives."""
         rates = cls(smoothing)
+        rates._sentences = None  # no sentence pairs behind these counts: `add` is refused
         for e, f, linked, met in counts:
             rates.links[e, f] = linked
             rates._meetings[e, f] = met

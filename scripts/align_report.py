@@ -92,7 +92,10 @@ def _row(name: str, mark: str, rounds: list[dict]) -> dict:
 def _trained(name: str, model_dir: str) -> dict:
     """How much training a model had: the final event of its train.jsonl."""
     events = [json.loads(line) for line in (Path(model_dir) / "train.jsonl").open()]
-    done = [e for e in events if e["event"] == "done"][-1]
+    done = [e for e in events if e["event"] == "done"]
+    if not done:
+        raise SystemExit(f"{model_dir}: its training did not finish (no done event): retrain it")
+    done = done[-1]
     return {"name": name, "dir": model_dir, "updates": done["step"],
             "epochs": done["epoch"], "train_seconds": round(done["train_seconds"], 1)}  # fmt: skip
 

@@ -28,6 +28,8 @@ rounds=${SPEED_ROUNDS:-3}
 steps=${SPEED_STEPS:-60}
 align_rounds=${ALIGN_ROUNDS:-3}
 reverse_rounds=${REVERSE_ROUNDS:-1}
+if [ "$reverse_rounds" -lt 1 ]; then reverse_rounds=1; fi  # the two-model rows need one
+if [ "$align_rounds" -lt 1 ]; then align_rounds=1; fi
 demo=data/demo
 mkdir -p $runs
 rm -f $results
@@ -77,7 +79,7 @@ else
     train_round() {
         local out
         out=$(model_of "$1" "$2")
-        if [ -f "$out/model.pt" ]; then return 0; fi
+        if grep -qs '"event": "done"' "$out/train.jsonl"; then return 0; fi  # a finished run
         $nmt train "$runs/hansards/$1/data" -o "$out" --config data/configs/align.toml \
             --seed $((1233 + $2)) --max-time "${minutes}m" --force
     }

@@ -199,3 +199,26 @@ def test_translate_align_draws_the_links_nmt_align_draws(guided_model, toy_data_
                      "--input", toy_data_dir / "dev.src")  # fmt: skip
     records = [json.loads(line) for line in as_json.stdout.splitlines()]
     assert [r["alignment"] for r in records] == [links for _, links in answers]
+
+
+def test_translate_align_goes_on_without_a_damaged_rates_file(guided_model, toy_data_dir, tmp_path):
+    damaged = tmp_path / "model"
+    damaged.mkdir()
+    for path in guided_model.iterdir():
+        if path.is_file():
+            (damaged / path.name).write_bytes(path.read_bytes())
+    rates = damaged / checkpoint.LINK_RATES_FILE
+    rates.write_text(rates.read_text(encoding="utf-8") + "a\tx\tmany\t3\n", encoding="utf-8")
+    result = invoke("translate", "-m", damaged, "--beam", "1", "--align",
+                    "--input", toy_data_dir / "dev.src")  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    assert "link_rates.tsv, line" in result.stderr and "attention alone" in result.stderr
+    sources = (toy_data_dir / "dev.src").read_text(encoding="utf-8").splitlines()
+    assert len(result.stdout.splitlines()) == len(sources)
+    assert all(" ||| " in line for line in result.stdout.splitlines())
+
+
+def test_rates_read_from_counts_take_no_more_pairs():
+    loaded = LinkRates.from_counts(_rates().counts())
+    with pytest.raises(ValueError, match="cannot count more"):
+        loaded.add(["a"], ["x"], {(0, 0)})

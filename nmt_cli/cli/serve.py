@@ -69,6 +69,8 @@ def serve(
     def say(message: str) -> None:  # also from the pool's threads, when a process is replaced
         stderr_console().print(f"nmt: {message}", markup=False)
 
+    _warn_when_rates_damaged(model[0], say)
+
     translator = WorkerPool(spec, workers, window_ms / 1000, max_batch, notify=say).start()
     try:  # from here on, whatever happens, the translating processes are stopped
         limits = Limits(max_lines=max_lines, max_chars=max_chars, max_beam=max_beam, beam=beam)
@@ -85,6 +87,17 @@ def serve(
             "nmt serve stopped at once (a second Ctrl-C): requests in flight got no answer"
         )
     say("stopped, every request answered")
+
+
+def _warn_when_rates_damaged(model_dir: Path, say) -> None:
+    """The translating processes draw links without a damaged link_rates.tsv: say so once."""
+    from nmt_cli.checkpoint import load_link_rates
+    from nmt_cli.errors import ArtifactError
+
+    try:
+        load_link_rates(model_dir)
+    except ArtifactError as exc:
+        say(f"warning: {exc}; word links come from the attention alone")
 
 
 @contextlib.contextmanager

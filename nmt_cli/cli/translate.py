@@ -102,12 +102,17 @@ def translate(
 
 
 def _writer(translator, json_output: bool, align: bool, nbest: int):
-    from nmt_cli.aligner import TranslationAligner
     from nmt_cli.cli.boundary import warn
     from nmt_cli.render.translation import as_json, as_nbest, as_text
 
     limit = translator.max_source_pieces
-    aligner = TranslationAligner.for_model(translator) if align or json_output else None
+    aligner = None
+    if align or json_output:
+        from nmt_cli.aligner import TranslationAligner
+
+        aligner = TranslationAligner.for_model(translator)
+        if aligner.problem:
+            warn(aligner.problem)
 
     def write(number: int, translation) -> str:
         if translation.truncated:

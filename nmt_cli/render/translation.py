@@ -6,14 +6,23 @@ this module only writes them out."""
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
-from nmt_cli.alignment import Link, format_pharaoh
+if TYPE_CHECKING:
+    from nmt_cli.alignment import Link
+
+
+def _pharaoh(links: set[Link]) -> str:
+    # Here, not at the top: plain-text output does not need it.
+    from nmt_cli.alignment import format_pharaoh
+
+    return format_pharaoh(links)
 
 
 def as_text(translation, links: set[Link] | None = None) -> str:
     """The translation on one line; with `links`, `translation ||| 0-0 1-2`."""
     text = " ".join(translation.text.split("\n"))
-    return text if links is None else f"{text} ||| {format_pharaoh(links)}"
+    return text if links is None else f"{text} ||| {_pharaoh(links)}"
 
 
 def as_nbest(index: int, translation) -> str:
@@ -38,7 +47,7 @@ def as_record(translation, links: set[Link]) -> dict:
         "score": round(float(translation.score), 4),
         "src_pieces": translation.src_pieces,
         "pieces": translation.pieces,
-        "alignment": format_pharaoh(links),
+        "alignment": _pharaoh(links),
         "attention": None
         if translation.attention is None
         else [[round(float(w), 4) for w in row] for row in translation.attention],
