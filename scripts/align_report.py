@@ -194,8 +194,9 @@ def _rounds(row: dict) -> list[dict]:
 def _table(rows: list[dict]) -> list[str]:
     """The scores; over several rounds each is the median, AER with its range."""
     most = max(len(_rounds(row)) for row in rows)
-    over = " (median, range over rounds)" if most > 1 else ""
-    lines = [f"| aligner | rounds | AER %{over} | precision % | recall % | links |",
+    over, median = (" (median, range over rounds)", " (median)") if most > 1 else ("", "")
+    lines = [f"| aligner | rounds | AER %{over} | precision %{median} | recall %{median} | "
+             f"links{median} |",
              "|---|---:|---|---|---|---|"]  # fmt: skip
     for row in rows:
         mark = f" **({row['mark']})**" if row["mark"] else ""
