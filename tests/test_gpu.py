@@ -55,6 +55,29 @@ def test_train_and_translate_on_cuda(toy_data_dir, tmp_path):
     assert out.exit_code == 0 and out.stdout.count("\n") == 3
 
 
+@pytest.mark.parametrize("feed", [True, False])  # the step loop and the fused path
+def test_guided_alignment_trains_on_cuda(toy_data_dir, tmp_path, feed):
+    sources = (toy_data_dir / "train.src").read_text(encoding="utf-8").splitlines()
+    links = tmp_path / "train.links"  # the toy corpus is a reversal: word i is target n - 1 - i
+    links.write_text(
+        "".join(
+            " ".join(f"{i}-{len(s.split()) - 1 - i}" for i in range(len(s.split()))) + "\n"
+            for s in sources
+        )
+    )
+    model = tmp_path / "guided"
+    result = invoke("train", toy_data_dir, "-o", model, "--device", "cuda", "--emb-size", "32",
+                    "--hidden-size", "32", "--max-steps", "20", "--valid-every", "20",
+                    "--log-every", "5", "--guided-alignment", "1", "--alignments", links,
+                    "--input-feed" if feed else "--no-input-feed")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    events = [json.loads(line) for line in (model / "train.jsonl").read_text().splitlines()]
+    aligned = torch.tensor([e["align_loss"] for e in events if e["event"] == "train"])
+    assert aligned.numel() and bool(torch.isfinite(aligned).all()), aligned
+    assert aligned[-1] < aligned[0]  # the attention moves towards the links on the GPU too
+    assert (model / "link_rates.tsv").is_file()
+
+
 @pytest.mark.parametrize("beam", ["1", "3"])
 def test_cuda_and_cpu_translations_agree_on_a_float32_model(toy_model_dir, beam):
     text = "apple river stone\ngreen bird sun\n\nwater tree night sun light\n"
