@@ -62,6 +62,7 @@ class TrainConfig:
     decay_factor: float = 0.5  # plateau: multiply lr by this when dev BLEU stalls
     min_lr: float = 1e-5  # plateau: never go below this
     clip_norm: float = 1.0  # gradient-norm clipping (0 disables)
+    normalization: str = "tokens"  # loss per target token, or per sentence (OpenNMT-py sents)
     label_smoothing: float = 0.1  # label smoothing of the cross-entropy
     max_steps: int = 0  # stop after this many updates (0: no limit)
     max_epochs: int = 30  # stop after this many epochs (0: no limit)
@@ -159,6 +160,10 @@ def validate(config: Config) -> Config:
     _require(
         t.schedule in ("plateau", "inverse_sqrt", "constant"),
         f"--schedule must be plateau, inverse_sqrt or constant, got {t.schedule!r}",
+    )
+    _require(
+        t.normalization in ("tokens", "sentences"),
+        f"normalization must be tokens or sentences, got {t.normalization!r}",
     )
     for name in (
         "max_steps",

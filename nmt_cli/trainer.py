@@ -164,15 +164,18 @@ class Trainer:
         """One update on `batch` (this rank's share of a global batch); None if it was skipped."""
         self.objective.train()
         batch = batch.to(self.device)
-        (global_tokens,) = sum_values([float(batch.n_tokens)], self.ranks, self.device)
+        global_tokens, global_sentences = sum_values(
+            [float(batch.n_tokens), float(batch.src.size(0))], self.ranks, self.device
+        )
         self.global_tokens = int(global_tokens)  # target tokens of this update, all ranks
+        per = global_sentences if self.config.train.normalization == "sentences" else global_tokens
         with self.autocast:
             loss_sum, _, alignment = self.objective(
                 batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_out, batch.guide
             )
-        # DDP averages gradients over ranks; scaling by world/global tokens makes the result
-        # the gradient of the mean loss over the whole global batch.
-        loss = loss_sum * (self.ranks.world / max(1.0, global_tokens))
+        # DDP averages gradients over ranks; scaling by world/global tokens (or sentences) makes
+        # the result the gradient of the mean loss over the whole global batch.
+        loss = loss_sum * (self.ranks.world / max(1.0, per))
         self.optimizer.zero_grad(set_to_none=True)
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
@@ -182,7 +185,7 @@ class Trainer:
         guided = alignment is not None
         reported = [
             float(torch.isfinite(loss).item()),
-            loss.item() / self.ranks.world,
+            loss.item() / self.ranks.world * max(1.0, per) / max(1.0, global_tokens),  # per token
             alignment.item() if guided else 0.0,
             batch.guide.weights.sum().item() if guided else 0.0,  # guided steps: weights sum to 1
         ]
