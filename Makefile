@@ -39,8 +39,9 @@ lint: install
 	$(PY) -m ruff check nmt_cli tests data bench scripts
 	$(PY) -m ruff format --check nmt_cli tests data bench scripts
 
-# Speed, memory and BLEU beside OpenNMT-py and Joey NMT, all measured in one run (about 28 min
-# on 2 cores, plus the peers' installation on a clean checkout); writes bench/RESULTS.md.
+# Speed, memory and BLEU beside OpenNMT-py and Joey NMT, all measured in one run (about 31 min
+# on 2 cores, plus the peers' installation on a clean checkout), then the roofline of every
+# speed goal nmt missed (bench/profile_report.py on the model it trained); writes bench/RESULTS.md.
 # BENCH_ARGS="--systems nmt,nmt-fast --skip-install" for a subset.
 bench: install
 	$(PY) bench/run.py $(BENCH_ARGS)
@@ -84,9 +85,9 @@ bench-translate: install
 bench-prepare: install
 	$(PY) bench/prepare_bench.py $(BENCH_ARGS)
 
-# Where the time of beam search (batch 64 and 1) and of a training update goes, by phase and
-# operator, with each phase's compute and operator floors (about 3 min; needs the reference
-# model of `make average-report`); writes bench/PROFILE.md.
+# Where the time of beam search (batch 64 and 1), greedy search and a training update goes, by
+# phase and operator, with each phase's compute and operator floors (about 3 min; needs the
+# reference model of `make average-report`); writes bench/PROFILE.md.
 profile: install
 	$(PY) bench/profile_report.py $(BENCH_ARGS)
 

@@ -40,6 +40,7 @@ class BenchResults:
     goals: list[Goal] = field(default_factory=list)
     total_s: float = 0.0
     matmul_gflops_end: float | None = None  # the same measurement after the last step
+    roofline: dict = field(default_factory=dict)  # profile_report.roofline of our nmt model
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ feeding; by default runs/average-ensemble/avg-reference, which `make average-rep
 and its data directory's test and train splits):
 
 - beam 5, batch 64: the first 256 test sentences, as `nmt translate --batch-size 64` does;
+- greedy, batch 64: the same 256 sentences with beam 1;
 - beam 5, batch 1: the first 24 test sentences, one at a time (an interactive user, a service);
 - one training update: the model's own tokens per update, label smoothing and learning rate
   (2,000, 0 and 0.001 for the reference model), forward, backward and Adam step.
@@ -49,7 +50,7 @@ sys.path.insert(0, str(REPO_DIR))
 
 DEFAULT_MODEL = REPO_DIR / "runs" / "average-ensemble" / "avg-reference"
 DEFAULT_DATA = REPO_DIR / "runs" / "average-ensemble" / "data"
-WORKLOADS = ("beam 5, batch 64", "beam 5, batch 1", "training update")
+WORKLOADS = ("beam 5, batch 64", "greedy, batch 64", "beam 5, batch 1", "training update")
 
 
 def parse_args() -> argparse.Namespace:
@@ -218,10 +219,10 @@ def test_lines(data_dir: Path, count: int) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines()[:count]
 
 
-def translation(translator, lines: list[str], batch_size: int):
+def translation(translator, lines: list[str], batch_size: int, beam: int):
     from nmt_cli.translator import SearchOptions
 
-    options = SearchOptions(beam_size=5, batch_size=batch_size)
+    options = SearchOptions(beam_size=beam, batch_size=batch_size)
 
     def run() -> None:
         done = sum(1 for _ in translator.translate_lines(lines, options, chunk_size=256))
@@ -267,17 +268,20 @@ def measure(args) -> dict:
     from nmt_cli.translator import Translator
 
     rates = machine_rates()
-    results = {"model": str(args.model.relative_to(REPO_DIR)), "rates": rates, "workloads": {}}
+    model = args.model.resolve()
+    shown = model.relative_to(REPO_DIR) if model.is_relative_to(REPO_DIR) else model
+    results = {"model": str(shown), "rates": rates, "workloads": {}}
     lines = test_lines(args.data, max(args.batch_sentences, args.single_sentences))
     phases = Phases()
     instrument_code(phases)
-    for name, count, batch in (
-        (WORKLOADS[0], args.batch_sentences, 64),
-        (WORKLOADS[1], args.single_sentences, 1),
+    for name, count, batch, beam in (
+        (WORKLOADS[0], args.batch_sentences, 64, 5),
+        (WORKLOADS[1], args.batch_sentences, 64, 1),
+        (WORKLOADS[2], args.single_sentences, 1, 5),
     ):
         translator = Translator.load(args.model)
         instrument_model(phases, translator.model, translator)
-        run = translation(translator, lines[:count], batch)
+        run = translation(translator, lines[:count], batch, beam)
         run()  # warm-up
         phases.seconds.clear()
         phases.calls.clear()
@@ -298,10 +302,10 @@ def measure(args) -> dict:
     start = time.perf_counter()
     tokens = sum(one_update() for _ in range(args.updates))
     total = time.perf_counter() - start
-    results["workloads"][WORKLOADS[2]] = summarise(
+    results["workloads"][WORKLOADS[3]] = summarise(
         phases, lambda: one_update(), total, tokens, "target tokens", rates, per=args.updates
     )
-    print(WORKLOADS[2], f"{total:.2f} s", flush=True)
+    print(WORKLOADS[3], f"{total:.2f} s", flush=True)
     results["finished_utc"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     return results
 
@@ -359,6 +363,19 @@ def summarise(phases: Phases, run, total: float, units: int, unit: str, rates, p
 # Report ----------------------------------------------------------------------------------------
 
 
+def roofline(results: dict) -> dict[str, dict]:
+    """Per workload: its measured rate and the rate at its best time (units per second)."""
+    found = {}
+    for name, work in results["workloads"].items():
+        best_s = sum(row["best_s"] for row in work["phases"])
+        found[name] = {
+            "unit": work["unit"],
+            "measured": work["per_second"],
+            "best": work["units"] / best_s if best_s > 0 else None,
+        }
+    return found
+
+
 def render(results: dict) -> str:
     rates = results["rates"]
     out = [
@@ -383,7 +400,7 @@ def render(results: dict) -> str:
         "its traffic would take if nothing stayed in cache (an upper bound on the memory "
         "time). The phases add up to the whole time.",
     ]
-    for name in WORKLOADS:
+    for name in (name for name in WORKLOADS if name in results["workloads"]):
         work = results["workloads"][name]
         out += [
             "",
@@ -446,6 +463,7 @@ def main() -> None:
             if not path.is_dir():
                 sys.exit(f"{path} is missing: run `make average-report` (or give --model/--data)")
         results = measure(args)
+        args.out.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     md_path.write_text(render(results), encoding="utf-8")
     print(f"wrote {json_path} and {md_path}")

@@ -83,6 +83,60 @@ def _goal_table(results: BenchResults) -> list[str]:
     return lines
 
 
+# Which profiled workload bounds each of nmt's speed goals (labels as goals.goals writes them).
+ROOFLINE_WORKLOADS = (
+    ("training tok/s", "training update"),
+    ("beam 5 batch 64 sents/s", "beam 5, batch 64"),
+    ("greedy batch 64 sents/s", "greedy, batch 64"),
+    ("beam 5 batch 1 sents/s", "beam 5, batch 1"),
+)
+
+
+def _roofline(results: BenchResults) -> list[str]:
+    """How far each speed goal nmt missed could go: the profiled workload's rate at its best
+    time against the faster peer's rate of this run."""
+    roofline = results.roofline
+    if not roofline:
+        return []
+    rates = roofline["rates"]
+    lines = [
+        "## Roofline of the missed goals",
+        "",
+        "`bench/profile_report.py` on the nmt model this run trained (its command is among the "
+        "commands below), on the same machine after the translation rounds: fp32 matmul "
+        f"{rates['matmul_gflops']:.1f} GFLOP/s, {rates['op_us']:.1f} µs per tiny operator, "
+        f"copy bandwidth {rates['copy_gbs']:.1f} GB/s. A workload's best time adds up, over its "
+        "phases, the larger of its matrix FLOPs at the matmul rate and its operators at the "
+        "per-operator cost: a lower bound, so the best rate is an upper bound on what this "
+        "architecture could reach in fp32 here. The profile times the work in-process (no "
+        "start-up, loading or data reading), so its measured rate is above the bench's.",
+        "",
+        "| goal | workload | profiled rate | rate at the best time | best ÷ profiled | "
+        "the faster peer (this run) | best ÷ peer | goal |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    shown = 0
+    for goal in results.goals:
+        workload = next((w for p, w in ROOFLINE_WORKLOADS if goal.goal.startswith(p)), None)
+        entry = roofline.get(workload) if workload else None
+        if goal.system != "nmt" or goal.passed is not False or not entry or not entry["best"]:
+            continue
+        factor = 2.0  # every speed goal of nmt is twice the faster peer
+        peer = goal.target / factor
+        digits = 0 if "training" in goal.goal else 1
+        reach = entry["best"] / peer
+        verdict = f"within reach (≥ {factor:g}×)" if reach >= factor else "out of reach"
+        lines.append(
+            f"| {goal.goal} | {workload} | {_fmt(entry['measured'], digits)} | "
+            f"{_fmt(entry['best'], digits)} | {entry['best'] / entry['measured']:.2f} | "
+            f"{_fmt(peer, digits)} | {reach:.2f} | {verdict} |"
+        )
+        shown += 1
+    if not shown:
+        return []
+    return [*lines, ""]
+
+
 def _header(results: BenchResults) -> list[str]:
     m = results.machine
     versions = ", ".join(f"{k} {v}" for k, v in results.versions.items())
@@ -224,6 +278,7 @@ def markdown(results: BenchResults) -> str:
         "",
         *_goal_table(results),
         "",
+        *_roofline(results),
         "## Side by side",
         "",
         *_main_table(results),

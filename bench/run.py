@@ -11,6 +11,7 @@ bench/RESULTS.md and bench/results.json. Every step logs to bench/work/logs/.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -23,6 +24,7 @@ import machine
 import measure
 import metrics
 import procs
+import profile_report
 import report
 import systems
 from layout import BENCH_DIR, DEFAULT_DATA, Layout
@@ -207,6 +209,25 @@ class Bench:
             )
             r.commands += [r.import_torch.command, *(run.command for run in r.latency)]
 
+    def profile(self) -> None:
+        """The roofline of our reference-architecture model (bench/profile_report.py on the
+        model this run trained): each speed goal's workload, its measured in-process rate and
+        the rate at its best time, for the goals it misses."""
+        model = self.models.get("nmt")
+        if model is None:
+            return
+        with self.rec.step("profile nmt (roofline)"):
+            out = self.layout.work / "profile"
+            out.mkdir(parents=True, exist_ok=True)
+            script = BENCH_DIR / "profile_report.py"
+            command = [sys.executable, script, "--model", model, "--data", self.layout.nmt_data]
+            run = procs.run([*command, "--out", out], self.layout.log("profile-nmt"))
+            self.results.commands.append(run.command)
+            if run.returncode != 0:
+                raise RuntimeError(f"the profile exited with {run.returncode}")
+            data = json.loads((out / "profile.json").read_text(encoding="utf-8"))
+            self.results.roofline = {"rates": data["rates"], **profile_report.roofline(data)}
+
     def run(self) -> int:
         """Every step in order, then the report; non-zero if any step failed."""
         started = time.perf_counter()
@@ -216,6 +237,7 @@ class Bench:
             self.train_all()
             self.translate_all(test)
             self.latency_all(test)
+            self.profile()
         with self.rec.step("matmul rate, again at the end"):
             self.results.matmul_gflops_end = flops.matmul_gflops()
         self.results.goals = goals.goals(self.results)

@@ -167,6 +167,30 @@ def test_speed_goals_need_three_rounds_and_a_report_renders_again_from_its_json(
     assert report.markdown(again) == report.markdown(results)
 
 
+def test_missed_goals_show_how_far_their_roofline_goes(tmp_path):
+    results = _results(["onmt", "nmt"])
+    results.training = [_training("onmt", 800, 1500), _training("nmt", 1000, 1000)]
+    results.translation = [
+        _translation("onmt", "beam5", [25, 20, 22], bleu=8.0),  # 45.5 sents/s
+        _translation("nmt", "beam5", [20, 18, 22], bleu=8.0),  # 50 sents/s: 1.1x, missed
+    ]
+    results.roofline = {
+        "rates": {"matmul_gflops": 200.0, "op_us": 1.5, "copy_gbs": 7.0, "threads": 2},
+        "beam 5, batch 64": {"unit": "sentences", "measured": 60.0, "best": 120.0},
+        "training update": {"unit": "target tokens", "measured": 1200.0, "best": 1500.0},
+    }
+    results.goals = goals.goals(results)
+    table = report.markdown(results)
+    beam = "| beam 5 batch 64 sents/s ≥ 2× the faster peer | beam 5, batch 64 | 60.0 | 120.0 |"
+    assert beam + " 2.00 | 45.5 | 2.64 | within reach (≥ 2×) |" in table
+    training = "| training update | 1,200 | 1,500 | 1.25 | 800 | 1.88 | out of reach |"
+    assert training in table
+    _, js = report.write(results, tmp_path)
+    assert report.load(js).roofline == results.roofline
+    results.roofline = {}
+    assert "Roofline" not in report.markdown(results)
+
+
 def test_run_measures_time_memory_and_budget(tmp_path: Path):
     log = tmp_path / "log"
     grown = procs.run(["python3", "-c", "b = bytearray(100 * 2**20)"], log)
