@@ -209,7 +209,7 @@ class Bench:
             )
             r.commands += [r.import_torch.command, *(run.command for run in r.latency)]
 
-    def profile(self) -> None:
+    def profile(self, test: dataset.TestSet) -> None:
         """The roofline of our reference-architecture model (bench/profile_report.py on the
         model this run trained): each speed goal's workload, its measured in-process rate and
         the rate at its best time, for the goals it misses."""
@@ -221,7 +221,9 @@ class Bench:
             out.mkdir(parents=True, exist_ok=True)
             script = BENCH_DIR / "profile_report.py"
             command = [sys.executable, script, "--model", model, "--data", self.layout.nmt_data]
-            run = procs.run([*command, "--out", out], self.layout.log("profile-nmt"))
+            command += ["--batch-sentences", str(test.sentences)]  # the bench's sentences
+            command += ["--single-sentences", str(metrics.BATCH1_SENTENCES), "--out", out]
+            run = procs.run(command, self.layout.log("profile-nmt"))
             self.results.commands.append(run.command)
             if run.returncode != 0:
                 raise RuntimeError(f"the profile exited with {run.returncode}")
@@ -237,7 +239,7 @@ class Bench:
             self.train_all()
             self.translate_all(test)
             self.latency_all(test)
-            self.profile()
+            self.profile(test)
         with self.rec.step("matmul rate, again at the end"):
             self.results.matmul_gflops_end = flops.matmul_gflops()
         self.results.goals = goals.goals(self.results)

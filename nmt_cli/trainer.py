@@ -185,7 +185,7 @@ class Trainer:
         guided = alignment is not None
         reported = [
             float(torch.isfinite(loss).item()),
-            loss.item() / self.ranks.world * max(1.0, per) / max(1.0, global_tokens),  # per token
+            loss_sum.item() / max(1.0, global_tokens),  # the loss per target token, all ranks
             alignment.item() if guided else 0.0,
             batch.guide.weights.sum().item() if guided else 0.0,  # guided steps: weights sum to 1
         ]

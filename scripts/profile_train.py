@@ -57,7 +57,8 @@ def main() -> None:
             )
             t1 = time.perf_counter()
             trainer.optimizer.zero_grad(set_to_none=True)
-            (loss_sum / batch.n_tokens).backward()
+            per = batch.src.size(0) if config.train.normalization == "sentences" else batch.n_tokens
+            (loss_sum / per).backward()
             t2 = time.perf_counter()
             torch.nn.utils.clip_grad_norm_(trainer.model.parameters(), config.train.clip_norm)
             trainer.optimizer.step()

@@ -22,21 +22,23 @@ GRADIENT_SCRIPT = textwrap.dedent("""
     from nmt_cli.distributed import from_environment, shutdown
     from nmt_cli.trainer import Trainer
 
-    data_dir, out, links = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+    data_dir, out, links, normalization = Path(sys.argv[1]), Path(sys.argv[2]), *sys.argv[3:]
     data = load_data_dir(data_dir)
     config = Config(
         model=ModelConfig(emb_size=16, hidden_size=8, dropout=0.0, attention="additive",
                           input_feed=True, src_vocab_size=data.src_vocab_size,
                           tgt_vocab_size=data.tgt_vocab_size),
         train=TrainConfig(clip_norm=0.0, label_smoothing=0.1, threads=1, lr=1e-3,
-                          guided_alignment=0.5 if links else 0.0, alignments=links),
+                          guided_alignment=0.5 if links else 0.0, alignments=links,
+                          normalization=normalization),
     )
     ranks = from_environment(False)
     model_dir = out / f"rank{ranks.rank}"
     model_dir.mkdir(parents=True, exist_ok=True)
     trainer = Trainer(config, data, model_dir, ranks=ranks)
     src, tgt = data.ids("train", "src"), data.ids("train", "tgt")
-    rows = list(range(16))[ranks.rank :: ranks.world]
+    # unequal shares (5 and 11 sentences), so a per-rank normalisation would show
+    rows = list(range(16)) if ranks.world == 1 else [range(5), range(5, 16)][ranks.rank]
     guides = [trainer.guides.pair(i) for i in rows] if links else None
     trainer.train_step(collate([src[i] for i in rows], [tgt[i] for i in rows], guides))
     grads = {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.grad is not None}
@@ -59,8 +61,12 @@ def _torchrun(nproc: int, *args: str, timeout: int = 300) -> subprocess.Complete
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout)
 
 
-@pytest.mark.parametrize("guided", [False, True])
-def test_all_reduced_gradient_equals_single_process_gradient(toy_data_dir, tmp_path, guided):
+@pytest.mark.parametrize(
+    ("guided", "normalization"), [(False, "tokens"), (True, "tokens"), (False, "sentences")]
+)
+def test_all_reduced_gradient_equals_single_process_gradient(
+    toy_data_dir, tmp_path, guided, normalization
+):
     script = tmp_path / "grad.py"
     script.write_text(GRADIENT_SCRIPT)
     links = ""
@@ -71,13 +77,13 @@ def test_all_reduced_gradient_equals_single_process_gradient(toy_data_dir, tmp_p
                  for s in sources)  # fmt: skip
         Path(links).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     single = subprocess.run(
-        [sys.executable, str(script), str(toy_data_dir), str(tmp_path), links],
+        [sys.executable, str(script), str(toy_data_dir), str(tmp_path), links, normalization],
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert single.returncode == 0, single.stderr
-    double = _torchrun(2, str(script), str(toy_data_dir), str(tmp_path), links)
+    double = _torchrun(2, str(script), str(toy_data_dir), str(tmp_path), links, normalization)
     assert double.returncode == 0, double.stderr
     one = torch.load(tmp_path / "grads-world1.pt")
     two = torch.load(tmp_path / "grads-world2.pt")
