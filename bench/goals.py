@@ -51,7 +51,8 @@ def _speed_goal(
     base_metric: Metric | None = None,
 ) -> Goal:  # fmt: skip
     """`system`'s `metric` ≥ `factor` × the faster peer's `base_metric` (default: the same),
-    at matched quality: its BLEU at most BLEU_TOLERANCE below that peer's."""
+    at matched quality: its BLEU at most BLEU_TOLERANCE below that peer's and, for a speed-up
+    (`metric` other than `base_metric`), below our own `base_metric` run's."""
     base_metric = base_metric or metric
     peer = better_peer(results, base_metric)
     ours = metric.value(results, system)
@@ -71,6 +72,15 @@ def _speed_goal(
     goal.passed = faster and same_quality
     if faster and not same_quality:
         goal.note = f"fast enough, but BLEU more than {BLEU_TOLERANCE} below {peer}'s"
+    plain = base_metric.bleu(results, system)
+    if goal.passed and base_metric is not metric:
+        # a speed-up (--quantize, --early-stop, ...) must also keep our own plain search's BLEU
+        if plain is None or goal.bleu[0] < plain - BLEU_TOLERANCE:
+            goal.passed = False
+            own = "not measured" if plain is None else f"{plain:.2f}"
+            goal.note = (
+                f"fast enough, but BLEU more than {BLEU_TOLERANCE} below ours without it ({own})"
+            )
     return goal
 
 

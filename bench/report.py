@@ -117,7 +117,7 @@ def _roofline(results: BenchResults) -> list[str]:
         "phases, the larger of its matrix FLOPs at the matmul rate and its operators at the "
         "per-operator cost. Both are lower bounds (element-wise work and memory traffic count "
         "nothing), so the rate at the best time is an upper bound on what this architecture "
-        "could reach in fp32 here. The profile times the work alone, in-process, under its "
+        "could reach in fp32 here with as many operators as ours runs. The profile times the work alone, in-process, under its "
         "phase timers; the bench's figure also holds start-up, loading and data reading. So "
         "the last columns take from the bench's time per unit only what the profile says the "
         "work could save, 1/profiled − 1/best, and compare that rate with the goal's target.",
@@ -170,7 +170,9 @@ def _header(results: BenchResults) -> list[str]:
         "A speed goal against a peer is judged on the medians of interleaved rounds and passes "
         f"only at matched quality: ours at most {BLEU_TOLERANCE} BLEU below the peer it is "
         "compared with (the minutes-trained models differ in quality, so this decides many "
-        "verdicts). A training-rate goal is judged only when the measured target tokens per "
+        "verdicts), and for a speed-up (--quantize, --early-stop, --shortlist) also at most "
+        f"{BLEU_TOLERANCE} below our own search without it. A training-rate goal is judged "
+        "only when the measured target tokens per "
         f"update match within {TOKENS_PER_UPDATE_TOLERANCE:.0%}.",
         "",
     ]

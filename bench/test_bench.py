@@ -133,6 +133,22 @@ def test_a_faster_system_that_loses_bleu_does_not_pass():
     assert found["greedy batch 64 sents/s ≥ 2× the faster peer"].note == "not measured"
 
 
+def test_a_speed_up_must_also_keep_our_own_bleu():
+    results = _results(["onmt", "nmt"])
+    results.training = [_training("onmt", 800, 1500), _training("nmt", 1700, 1000)]
+    results.translation = [
+        _translation("onmt", "beam5", [25, 20, 22], bleu=7.0),  # 45.5 sents/s
+        _translation("nmt", "beam5", [20, 18, 22], bleu=8.0),
+        _translation("nmt", "beam5-early", [10, 9, 11], bleu=7.5),  # 2.2x; 0.5 below ours
+        _translation("nmt", "beam5", [10, 10, 12], bleu=7.8, int8=True),  # 2.2x; 0.2 below
+    ]
+    found = {g.goal: g for g in goals.goals(results)}
+    early = found["beam 5 --early-stop batch 64 sents/s ≥ 2× the faster peer (its beam 5)"]
+    assert early.passed is False and "below ours without it (8.00)" in early.note
+    int8 = found["beam 5 --quantize batch 64 sents/s ≥ 2× the faster peer (its beam 5)"]
+    assert int8.passed is True
+
+
 def test_batch_1_is_judged_against_the_peers_at_batch_1_only():
     results = _results(["onmt", "joey", "nmt"])
     results.training = [_training("onmt", 800, 1500), _training("nmt", 1700, 1000)]
