@@ -12,6 +12,7 @@ from metrics import (
     BEAM_INT8,
     BEAM_SHORTLIST_INT8,
     GREEDY,
+    GREEDY_INT8,
     LATENCY,
     OURS,
     TOKENS_PER_UPDATE,
@@ -132,14 +133,15 @@ def goals(results: BenchResults) -> list[Goal]:
             if BEAM_BATCH1.value(results, system) is not None:
                 label = f"beam 5 batch 1 sents/s {two} at batch 1"
                 found.append(_speed_goal(results, label, BEAM_BATCH1, system, 2))
-            for flag, metric in (
-                ("--quantize", BEAM_INT8),
-                ("--early-stop", BEAM_EARLY),
-                ("--shortlist --quantize", BEAM_SHORTLIST_INT8),
+            for search, flag, metric, base in (
+                ("beam 5", "--quantize", BEAM_INT8, BEAM),
+                ("beam 5", "--early-stop", BEAM_EARLY, BEAM),
+                ("beam 5", "--shortlist --quantize", BEAM_SHORTLIST_INT8, BEAM),
+                ("greedy", "--quantize", GREEDY_INT8, GREEDY),
             ):
                 if metric.value(results, system) is not None:
-                    label = f"beam 5 {flag} batch 64 sents/s {two} (its beam 5)"
-                    found.append(_speed_goal(results, label, metric, system, 2, BEAM))
+                    label = f"{search} {flag} batch 64 sents/s {two} (its {search})"
+                    found.append(_speed_goal(results, label, metric, system, 2, base))
             found.append(_latency_goal(results, system))
         found.append(_rss_goal(results, system))
     return found

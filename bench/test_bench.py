@@ -141,8 +141,14 @@ def test_a_speed_up_must_also_keep_our_own_bleu():
         _translation("nmt", "beam5", [20, 18, 22], bleu=8.0),
         _translation("nmt", "beam5-early", [10, 9, 11], bleu=7.5),  # 2.2x; 0.5 below ours
         _translation("nmt", "beam5", [10, 10, 12], bleu=7.8, int8=True),  # 2.2x; 0.2 below
+        _translation("onmt", "greedy", [10, 10, 10], bleu=7.0),  # 100 sents/s
+        _translation("nmt", "greedy", [6, 6, 6], bleu=8.0),  # 1.7x
+        _translation("nmt", "greedy", [4, 5, 5], bleu=7.9, int8=True),  # 2x; 0.1 below ours
     ]
     found = {g.goal: g for g in goals.goals(results)}
+    assert found["greedy batch 64 sents/s ≥ 2× the faster peer"].passed is False
+    greedy = found["greedy --quantize batch 64 sents/s ≥ 2× the faster peer (its greedy)"]
+    assert greedy.passed is True and greedy.ratio[0] == pytest.approx(2.0)
     early = found["beam 5 --early-stop batch 64 sents/s ≥ 2× the faster peer (its beam 5)"]
     assert early.passed is False and "below ours without it (8.00)" in early.note
     int8 = found["beam 5 --quantize batch 64 sents/s ≥ 2× the faster peer (its beam 5)"]
