@@ -6,7 +6,11 @@ imported inside the functions that use it, so importing this module stays cheap.
 References follow sacreBLEU's layout: `refs` is a list of reference *streams*, one per
 reference file, each holding one line per hypothesis. Metrics use sacreBLEU's default
 settings (BLEU: 13a tokenisation, mixed case, exp smoothing), so every score equals what the
-`sacrebleu` command prints for the same files.
+`sacrebleu` command prints for the same files, with one exception: references in Chinese or
+Japanese written without spaces between words get BLEU's `zh` tokenisation (each such character
+a token), what `sacrebleu -l xx-zh` picks, since 13a would make each sentence one token and
+every score 0. Pre-segmented references (spaces between the words) keep 13a. The signature
+says which (`tok:zh`).
 """
 
 from __future__ import annotations
@@ -14,12 +18,13 @@ from __future__ import annotations
 import bisect
 import contextlib
 import os
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from nmt_cli.errors import ConfigError, InputError
-from nmt_cli.scripts import is_unspaced
+from nmt_cli.scripts import UNSPACED_CLASS, is_unspaced
 
 METRICS = ("bleu", "chrf", "chrf++", "ter")  # every metric `score` knows
 DEFAULT_METRICS = ("bleu", "chrf", "ter")
@@ -121,13 +126,30 @@ def check_metrics(metrics: Sequence[str]) -> None:
             raise ConfigError(f"unknown metric {name!r}: choose from {', '.join(METRICS)}")
 
 
-def _make_metric(name: str):
-    """A sacreBLEU metric object with the sacrebleu command's default settings."""
+_SPACE_BETWEEN_UNSPACED = re.compile(f"[{UNSPACED_CLASS}]\\s+[{UNSPACED_CLASS}]")
+
+
+def bleu_tokenize(refs: Sequence[Sequence[str]]) -> str:
+    """sacreBLEU's BLEU tokenisation for these references: 'zh' when most of their non-space
+    characters are Chinese or Japanese and most lines have no space between two of them
+    (unsegmented text), else '13a'."""
+    lines = [line for stream in refs for line in stream]
+    if not lines or length_unit(lines) != "characters":
+        return "13a"
+    spaced = sum(1 for line in lines if _SPACE_BETWEEN_UNSPACED.search(line))
+    return "13a" if 2 * spaced > len(lines) else "zh"
+
+
+def _make_metric(name: str, tokenize: str = "13a"):
+    """A sacreBLEU metric object with the sacrebleu command's default settings (BLEU with the
+    given tokenisation, see `bleu_tokenize`)."""
     from sacrebleu.metrics import BLEU, CHRF, TER
 
     if name == "chrf++":
         return CHRF(word_order=2)
-    return {"bleu": BLEU, "chrf": CHRF, "ter": TER}[name]()
+    if name == "bleu":
+        return BLEU(tokenize=tokenize)
+    return {"chrf": CHRF, "ter": TER}[name]()
 
 
 def _check_parallel(hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> None:
@@ -151,9 +173,9 @@ def score(
     """Corpus scores of `hyps` against one or more reference streams, one per metric."""
     check_metrics(metrics)
     _check_parallel(hyps, refs)
-    results = []
+    results, tokenize = [], bleu_tokenize(refs)
     for key in metrics:
-        metric = _make_metric(key)
+        metric = _make_metric(key, tokenize)
         result = _corpus_score(metric, hyps, refs)
         signature = metric.get_signature().format()
         results.append(MetricScore(key, result.name, result.score, signature, result.format()))
@@ -242,8 +264,9 @@ def bleu_by_length(
     members: list[list[int]] = [[] for _ in bounds]
     for index, line in enumerate(sources):
         members[bisect.bisect_left(buckets, source_length(line, unit))].append(index)
+    metric = _make_metric("bleu", bleu_tokenize(refs))  # one tokenisation for every bucket
     return [
-        _bucket_score(lo, hi, indices, hyps, refs)
+        _bucket_score(lo, hi, indices, hyps, refs, metric)
         for (lo, hi), indices in zip(bounds, members, strict=True)
     ]
 
@@ -254,12 +277,13 @@ def _bucket_score(
     indices: list[int],
     hyps: Sequence[str],
     refs: Sequence[Sequence[str]],
+    metric,
 ) -> BucketScore:
     if not indices:
         return BucketScore(_label(lo, hi), lo, hi, 0, None)
     sub_hyps = [hyps[i] for i in indices]
     sub_refs = [[stream[i] for i in indices] for stream in refs]
-    bleu = _corpus_score(_make_metric("bleu"), sub_hyps, sub_refs).score
+    bleu = _corpus_score(metric, sub_hyps, sub_refs).score
     return BucketScore(_label(lo, hi), lo, hi, len(indices), bleu)
 
 
@@ -304,7 +328,8 @@ def compare(
     systems = [("A", list(hyps_a)), ("B", list(hyps_b))]
     streams = [list(stream) for stream in refs]
     with _sacrebleu_seed(seed):
-        test = PairedTest(systems, {metric: _make_metric(metric)}, streams, "bs", n_samples)
+        scorer = _make_metric(metric, bleu_tokenize(refs))
+        test = PairedTest(systems, {metric: scorer}, streams, "bs", n_samples)
         signatures, results = test()
     name = next(key for key in results if key != "System")
     result_a, result_b = results[name]

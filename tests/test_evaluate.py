@@ -294,3 +294,17 @@ def test_unreadable_files_name_the_file(tmp_path, kind, message):
     with pytest.raises(InputError, match=message) as caught:
         read_lines(path)
     assert str(path) in str(caught.value)
+
+
+def test_unsegmented_chinese_references_are_scored_by_character():
+    from nmt_cli.evaluate import bleu_tokenize, score
+
+    refs = [["我的朋友星期天起床了。", "你今天去哪里了？"]]
+    hyps = ["我的朋友起床了。", "你今天去哪里了？"]
+    assert bleu_tokenize(refs) == "zh"
+    bleu = score(hyps, refs, ["bleu"])[0]
+    assert "tok:zh" in bleu.signature and bleu.score > 50  # 13a: each line one token, about 0
+    spaced = [["我 的 朋友 星期天 起床 了 。", "你 今天 去 哪里 了 ？"]]
+    assert bleu_tokenize(spaced) == "13a"  # pre-segmented text keeps sacreBLEU's default
+    assert bleu_tokenize([["A man rides a bike.", "Two dogs."]]) == "13a"
+    assert "tok:13a" in score(["我 的 朋友 起床 了 。"], [spaced[0][:1]], ["bleu"])[0].signature
