@@ -41,7 +41,8 @@ class Progress:
     step: int = 0
     epoch: int = 0
     batch_index: int = 0  # the next batch of `epoch` to train on
-    best_bleu: float = -1.0
+    best_bleu: float = -1.0  # the best validation's score (see DevScores.score)
+    best_by: str = "bleu"  # what that score is: "bleu", "loss" (negated) or "step" (no dev split)
     best_step: int = 0
     bad_validations: int = 0
     lr_scale: float = 1.0  # plateau decay applied so far
@@ -351,6 +352,7 @@ class Trainer:
         improved = scores.score(p.step) > p.best_bleu
         if improved:
             p.best_bleu, p.best_step, p.bad_validations = scores.score(p.step), p.step, 0
+            p.best_by = scores.scored_by()
             checkpoint.save_best(
                 self.model_dir, self.config.to_dict(), self._weights(), self._meta()
             )
@@ -370,11 +372,16 @@ class Trainer:
                 "epoch": p.epoch + (0 if p.batch_index == 0 else 1),
                 **scores.fields(),
                 "best_bleu": round(p.best_bleu, 2),
+                "best_by": p.best_by,
                 "best_step": p.best_step,
                 "improved": improved,
                 "seconds": scores.seconds,
             },
         )
+
+    def _best_dev_bleu(self) -> float | None:
+        p = self.progress
+        return round(p.best_bleu, 2) if p.best_by == "bleu" else None
 
     def _weights(self) -> dict[str, torch.Tensor]:
         return {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
@@ -387,7 +394,7 @@ class Trainer:
             "torch_version": str(torch.__version__),
             "step": self.progress.step,
             "epoch": self.progress.epoch,
-            "best_dev_bleu": round(self.progress.best_bleu, 2),
+            "best_dev_bleu": self._best_dev_bleu(),
             "best_step": self.progress.best_step,
             "tokens_seen": self.progress.tokens_seen,
             "train_seconds": round(self.progress.train_seconds, 1),

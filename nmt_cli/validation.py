@@ -31,6 +31,10 @@ class DevScores:
             return self.bleu
         return -self.loss if self.loss is not None else float(step)
 
+    def scored_by(self) -> str:
+        """What `score` returns: "bleu", "loss" (negated) or "step" (no dev split)."""
+        return "bleu" if self.bleu is not None else "loss" if self.loss is not None else "step"
+
     def fields(self) -> dict:
         """The rounded figures of a `valid` progress event."""
         loss = self.loss

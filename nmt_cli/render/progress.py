@@ -19,6 +19,16 @@ from rich.table import Table
 from nmt_cli.progress import Event, OnEvent
 
 
+def _best(e: dict) -> str:
+    """The best validation of a `done` or `resumed` event, by what it was judged on."""
+    by, step = e.get("best_by", "bleu"), e["best_step"]
+    if by == "bleu":
+        return f"best dev BLEU {e['best_bleu']:.2f} at step {step}"
+    if by == "loss":
+        return f"best dev loss {-e['best_bleu']:.3f} at step {step}"
+    return f"no dev split: the model is the last one saved, at step {step}"
+
+
 def _clock(seconds: float | None) -> str:
     if seconds is None:
         return "–"
@@ -78,8 +88,7 @@ class TrainDisplay:
         if kind == "resumed":
             return (
                 f"resumed: step {e['step']}, epoch {e['epoch'] + 1}, batch {e['batch_index']}, "
-                f"best dev BLEU {e['best_bleu']:.2f} (step {e['best_step']}), optimizer, "
-                "schedule, RNG and early-stopping state restored"
+                f"{_best(e)}, optimizer, schedule, RNG and early-stopping state restored"
             )
         if kind == "train":
             align = f" align {e['align_loss']:.3f}" if "align_loss" in e else ""
@@ -99,8 +108,8 @@ class TrainDisplay:
             return f"warning: {e['message']}"
         if kind == "done":
             return (
-                f"done: {e['step']} steps, {e['epoch']} epochs, best dev BLEU "
-                f"{e['best_bleu']:.2f} at step {e['best_step']}, {_clock(e['train_seconds'])}"
+                f"done: {e['step']} steps, {e['epoch']} epochs, {_best(e)}, "
+                f"{_clock(e['train_seconds'])}"
             )
         return None
 

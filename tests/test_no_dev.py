@@ -1,0 +1,23 @@
+"""Training on a data directory without a dev split: nothing is reported as a dev BLEU."""
+
+from __future__ import annotations
+
+import json
+
+from cli_runner import invoke, write_toy_corpus
+
+
+def test_without_a_dev_split_the_step_is_not_reported_as_bleu(tmp_path):
+    src, tgt = write_toy_corpus(tmp_path, n=120)
+    data = tmp_path / "data"
+    prepared = invoke("prepare", "--src", src, "--tgt", tgt, "--vocab-size", "60", "-o", data)
+    assert prepared.exit_code == 0, prepared.output
+    model = tmp_path / "model"
+    args = ["--emb-size", "16", "--hidden-size", "16", "--max-steps", "5", "--valid-every", "5"]
+    result = invoke("train", data, "-o", model, *args)
+    assert result.exit_code == 0, result.output
+    assert "no dev split: the model is the last one saved, at step 5" in result.output
+    assert "best dev BLEU" not in result.output
+    assert json.loads((model / "meta.json").read_text())["best_dev_bleu"] is None
+    done = [json.loads(line) for line in (model / "train.jsonl").read_text().splitlines()][-1]
+    assert done["event"] == "done" and done["best_by"] == "step"
