@@ -342,7 +342,8 @@ def align_translations(
 
 
 def parse_fast_align(lines: Iterable[str], name: str) -> Iterator[tuple[str, str]]:
-    """`source ||| target` lines (the fast_align input form); a line without ||| is an error."""
+    """`source ||| target` lines (the fast_align input form); a line without ||| or with more
+    than one is an error."""
 
     def split(number_line):
         number, line = number_line
@@ -350,6 +351,11 @@ def parse_fast_align(lines: Iterable[str], name: str) -> Iterator[tuple[str, str
             raise InputError(
                 f"{name} line {number} has no ' ||| ' separator: give `source ||| target` on "
                 "every line, or only source sentences to translate and align"
+            )
+        if line.count("|||") > 1:
+            raise InputError(
+                f"{name} line {number} has {line.count('|||')} ' ||| ' separators: give one, "
+                "between the source and the target"
             )
         source, _, target = line.partition("|||")
         return source, target

@@ -391,6 +391,22 @@ def load_link_rates(model_dir: Path) -> LinkRates | None:
     return LinkRates.from_counts(counts, LINK_PRIOR_SMOOTHING)
 
 
+def check_reverse_of(model_dir: Path, reverse_dir: Path) -> None:
+    """Refuse a reverse model whose recorded languages are not the forward model's swapped
+    (nothing to compare when either meta.json lacks them)."""
+    langs = []
+    for directory in (model_dir, reverse_dir):
+        meta = directory / META_FILE
+        data = read_json(meta) if meta.exists() else {}
+        langs.append((data.get("src_lang") or "", data.get("tgt_lang") or ""))
+    (src, tgt), (rev_src, rev_tgt) = langs
+    if all((src, tgt, rev_src, rev_tgt)) and (rev_src, rev_tgt) != (tgt, src):
+        raise ConfigError(
+            f"--reverse-model {reverse_dir} translates {rev_src}→{rev_tgt}, but the reverse of "
+            f"{model_dir} ({src}→{tgt}) is {tgt}→{src}: give a model trained the other way"
+        )
+
+
 def check_trained_on(model_dir: Path, fingerprint: str, data: Path) -> None:
     """Refuse a data directory other than the one the model was trained on (by fingerprint)."""
     if not model_dir.is_dir():

@@ -330,3 +330,51 @@ def test_align_stops_at_the_first_pair_the_gold_file_has_no_line_for(toy_model_d
     gold.write_text("0-0\n0-0\n0-0\n0-0\n", encoding="utf-8")
     result = invoke("align", "-m", toy_model_dir, "--view", "none", "--gold", gold, input=text)
     assert result.exit_code == 2 and "has 4 alignments but 3 pairs were aligned" in result.stderr
+
+
+def test_align_files_with_a_gold_file_of_another_length_write_nothing(toy_model_dir, tmp_path):
+    src, tgt, gold = tmp_path / "a.src", tmp_path / "a.tgt", tmp_path / "gold.align"
+    src.write_text("apple river\ngreen bird\nsun\n", encoding="utf-8")
+    tgt.write_text("RIVER APPLE\nBIRD GREEN\nSUN\n", encoding="utf-8")
+    for lines in (2, 4):
+        gold.write_text("0-0\n" * lines, encoding="utf-8")
+        result = invoke("align", "-m", toy_model_dir, "--src", src, "--tgt", tgt, "--gold", gold)
+        assert result.exit_code == 2 and result.stdout == ""
+        assert f"{gold} has {lines} alignments but there are 3 pairs to align" in result.stderr
+    gold.write_text("0-1 1-0\n1-0 0-1\n0-0\n", encoding="utf-8")
+    result = invoke("align", "-m", toy_model_dir, "--src", src, "--tgt", tgt, "--gold", gold)
+    assert result.exit_code == 0 and len(result.stdout.splitlines()) == 3 and "AER" in result.stderr
+
+
+def test_align_refuses_a_line_with_two_separators(toy_model_dir):
+    text = "apple river ||| RIVER APPLE\ngreen ||| bird ||| BIRD GREEN\n"
+    result = invoke("align", "-m", toy_model_dir, "--view", "none", input=text)
+    assert result.exit_code == 2 and "<stdin> line 2 has 2 ' ||| ' separators" in result.stderr
+
+
+def test_translate_refuses_align_with_an_nbest_list(toy_model_dir):
+    result = invoke("translate", "-m", toy_model_dir, "--nbest", "2", "--align", input="sun\n")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "--align links one translation per line, and --nbest prints several" in result.stderr
+    both = invoke("translate", "-m", toy_model_dir, "--nbest", "2", "--align", "--json",
+                  input="sun\n")  # fmt: skip
+    record = json.loads(both.stdout)
+    assert both.exit_code == 0 and len(record["nbest"]) == 2 and "alignment" in record
+
+
+def test_align_refuses_a_reverse_model_of_the_wrong_direction(toy_model_dir, tmp_path):
+    import shutil
+
+    forward, backward = tmp_path / "en-zh", tmp_path / "zh-en"
+    for directory, (src, tgt) in ((forward, ("en", "zh")), (backward, ("en", "zh"))):
+        shutil.copytree(toy_model_dir, directory)
+        meta = json.loads((directory / "meta.json").read_text())
+        (directory / "meta.json").write_text(json.dumps({**meta, "src_lang": src, "tgt_lang": tgt}))
+    text = "apple river ||| RIVER APPLE\n"
+    args = ["align", "-m", forward, "--reverse-model", backward, "--view", "none"]
+    result = invoke(*args, input=text)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "translates en→zh, but the reverse of" in result.stderr
+    meta = json.loads((backward / "meta.json").read_text())
+    (backward / "meta.json").write_text(json.dumps({**meta, "src_lang": "zh", "tgt_lang": "en"}))
+    assert invoke(*args, input=text).exit_code == 0

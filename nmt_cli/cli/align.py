@@ -129,9 +129,14 @@ def align(
         from nmt_cli.render.plot import check_plot_path
 
         check_plot_path(png, "--png")
-    pair_files = _checked_pair_files(src, tgt, tsv, input)
+    pair_files, pair_count = _checked_pair_files(src, tgt, tsv, input) or (None, None)
     translator = Translator.load(model, device=device, threads=threads)
-    reverse = Translator.load(reverse_model, device=device) if reverse_model else None
+    reverse = None
+    if reverse_model:
+        from nmt_cli.checkpoint import check_reverse_of
+
+        check_reverse_of(model, reverse_model)
+        reverse = Translator.load(reverse_model, device=device)
     if shift is None and weights == "attention":  # the step the model was trained to align at
         options = replace(options, shift=translator.model.config.align_shift)
     trained = translator.config.train
@@ -149,6 +154,7 @@ def align(
     if view == "auto":
         view = "heatmap" if sys.stdout.isatty() and not json_output else "none"
     output = AlignOutput(view=view, json_output=json_output, gold=gold, png=png)
+    output.check_gold(pair_count)  # a bad gold file fails before anything is aligned
     if pair_files is not None:
         name = pair_files.describe()
         pairs = _warn_when_cut(checked_pairs(read_pairs(pair_files), name), translator, name)
@@ -247,8 +253,9 @@ def _check_options(options) -> None:
 
 
 def _checked_pair_files(src, tgt, tsv, input):
-    """The parallel files to align, read once to the end first: a mismatch, a bad byte or a
-    bad TSV line fails before any alignment is printed. None when the pairs come as a stream."""
+    """The parallel files to align and their number of pairs, read once to the end first: a
+    mismatch, a bad byte or a bad TSV line fails before any alignment is printed. None when
+    the pairs come as a stream."""
     from nmt_cli.aligner import checked_pairs
     from nmt_cli.data.corpus import ParallelSource, read_pairs
     from nmt_cli.errors import ConfigError
@@ -258,9 +265,8 @@ def _checked_pair_files(src, tgt, tsv, input):
     if input is not None:
         raise ConfigError("give either --src/--tgt, --tsv or --input, not several")
     source = ParallelSource(src=src, tgt=tgt, tsv=tsv)
-    for _ in checked_pairs(read_pairs(source), source.describe()):
-        pass
-    return source
+    count = sum(1 for _ in checked_pairs(read_pairs(source), source.describe()))
+    return source, count
 
 
 def _stream_alignments(translator, reverse, options, lines, name, search, rates):

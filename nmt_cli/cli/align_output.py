@@ -17,18 +17,34 @@ class AlignOutput:
         self.png = png
         self.predicted: list[set] = []
         self.lengths: list[tuple[int, int]] = []
+        self.gold: list | None = None
 
-    def run(self, pairs) -> None:
-        from nmt_cli.alignment import format_pharaoh, read_gold
+    def check_gold(self, pairs: int | None = None) -> None:
+        """Read the gold file, if any: an empty one, or one of another length than the `pairs`
+        to align (when known before aligning), fails before anything is written."""
+        from nmt_cli.alignment import read_gold
+        from nmt_cli.errors import InputError
 
-        gold = read_gold(self.gold_path) if self.gold_path else None  # fail early on a bad file
-        if gold == []:
-            from nmt_cli.errors import InputError
-
+        if self.gold_path is None:
+            return
+        self.gold = read_gold(self.gold_path)
+        if not self.gold:
             raise InputError(
                 f"{self.gold_path} is empty: give the gold alignments of these sentence pairs, "
                 "one line per pair"
             )
+        if pairs is not None and pairs != len(self.gold):
+            raise InputError(
+                f"{self.gold_path} has {len(self.gold):,} alignments but there are {pairs:,} "
+                "pairs to align: give the gold file of these sentence pairs"
+            )
+
+    def run(self, pairs) -> None:
+        from nmt_cli.alignment import format_pharaoh
+
+        if self.gold_path is not None and self.gold is None:
+            self.check_gold()
+        gold = self.gold
         out = sys.stdout
         for index, pair in enumerate(pairs):
             if gold is not None and index == len(gold):  # no need to align the rest first

@@ -72,6 +72,13 @@ def translate(
         batch_size=batch_size,
         early_stop=early_stop,
     ).check()
+    if align and nbest > 1 and not json_output:
+        from nmt_cli.errors import ConfigError
+
+        raise ConfigError(
+            "--align links one translation per line, and --nbest prints several: drop one, "
+            "or use --json, which gives the n-best list beside the best translation's links"
+        )
     check_on_invalid(on_invalid)
     check_device_options(device, threads)
     first, *partners = model
