@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from nmt_cli.errors import ConfigError, InputError
+from nmt_cli.scripts import is_unspaced
 
 MARKER = "\u2581"  # "▁": SentencePiece's sign that a piece starts a whitespace word
 EOS_WORD = "</s>"
@@ -112,9 +113,10 @@ def merge_to_words(
     lone "▁" piece joins the word that follows it). Columns of a word are *summed*: a row is a
     distribution over source positions, so sums keep every row summing to 1. Rows of a word are
     *averaged*: each is one decoder step's distribution, and their mean is one as well.
-    `unit="char"` (scripts written without spaces) splits pieces into characters: a source
-    piece's weight is shared evenly by its characters, a target piece's row is copied to each
-    (a lone "▁" goes with the characters of the piece after it).
+    `unit="char"` (scripts written without spaces) splits pieces into characters of those
+    scripts, keeping other text as its whitespace words (see `_char_units`): a source piece's
+    weight is shared evenly by its units, a target piece's row is copied to each (a lone "▁"
+    goes with the characters of the piece after it).
     `unit="piece"` keeps pieces, marker removed.
 
     One extra column is the source EOS and one extra row the target EOS step. With `drop_eos`
@@ -201,6 +203,29 @@ def _char_carriers(pieces: list[str]) -> list[int]:
     return [next((m for m in with_chars if m >= k), with_chars[-1]) for k in range(len(pieces))]
 
 
+def _char_units(pieces: list[str]) -> tuple[list[str], list[set[int]]]:
+    """The units of `unit="char"`: each character of a script written without spaces (Chinese,
+    Japanese) on its own, and every other run of characters within a whitespace word as one
+    unit, so the English side of an English–Chinese pair keeps its words. Their names, and the
+    pieces whose characters make up each."""
+    word_of = {k: w for w, group in enumerate(_word_groups(pieces)) for k in group}
+    names: list[str] = []
+    owners: list[set[int]] = []
+    joinable = False  # whether the last unit is a run of spaced-script characters
+    last_word = -1
+    for k, piece in enumerate(pieces):
+        for char in _strip(piece):
+            spaced = not is_unspaced(char)
+            if spaced and joinable and word_of[k] == last_word:
+                names[-1] += char
+                owners[-1].add(k)
+            else:
+                names.append(char)
+                owners.append({k})
+            joinable, last_word = spaced, word_of[k]
+    return names, owners
+
+
 def _units(pieces: list[str], unit: str) -> tuple[list[str], np.ndarray]:
     """Unit names and the (units, pieces) 0/1 matrix saying which pieces make up which unit."""
     if unit == "piece":
@@ -210,14 +235,13 @@ def _units(pieces: list[str], unit: str) -> tuple[list[str], np.ndarray]:
         names = [_strip("".join(pieces[k] for k in group)) for group in groups]
         members = [(w, k) for w, group in enumerate(groups) for k in group]
     else:
-        chars = [(char, k) for k, piece in enumerate(pieces) for char in _strip(piece)]
-        names = [char for char, _ in chars]
+        names, owners = _char_units(pieces)
         carriers = _char_carriers(pieces)
         members = [
             (c, k)
-            for c, (_, owner) in enumerate(chars)
+            for c, unit_owners in enumerate(owners)
             for k in range(len(pieces))
-            if carriers[k] == owner
+            if carriers[k] in unit_owners
         ]
     matrix = np.zeros((len(names), len(pieces)))
     for u, k in members:

@@ -534,3 +534,14 @@ def test_corpus_prior_scales_the_eos_pseudo_word_with_the_rest(include_eos):
     options = AlignOptions(include_eos=include_eos, corpus_prior=0.5)
     (pair,) = align_pairs(model, [("a b", "x y")], options)
     assert pair.links == {(0, 0), (1, 1)}  # x is not pushed onto </s> by the mixing
+
+
+def test_char_units_split_chinese_and_keep_english_words():
+    from nmt_cli.alignment import units
+
+    names, members = units(["▁Tom", "▁works", "▁on", "▁Mon", "day", "▁."], "char")
+    assert names == ["Tom", "works", "on", "Monday", "."]
+    assert members[3].tolist() == [0, 0, 0, 1, 1, 0]  # one word of two pieces
+    assert units(["▁汤姆", "星期一", "。"], "char")[0] == ["汤", "姆", "星", "期", "一", "。"]
+    names, members = units(["▁Tom说", "▁你好"], "char")  # a word mixing both scripts
+    assert names == ["Tom", "说", "你", "好"] and members.tolist()[:2] == [[1, 0], [1, 0]]

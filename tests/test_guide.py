@@ -38,10 +38,10 @@ def test_word_links_spread_over_the_pieces_of_linked_words():
 
 
 def test_char_links_reach_every_piece_holding_a_linked_character():
-    # characters a b | c  and  x | y z | (lone ▁, carried by w) w
-    src = ["▁ab", "c"]
-    tgt = ["▁x", "yz", "▁", "w"]
-    links = {(0, 0), (2, 1), (1, 2), (2, 3)}  # a-x, c-y, b-z, c-w
+    # characters 甲 乙 | 丙  and  子 | 丑 寅 | (lone ▁, carried by 卯) 卯
+    src = ["▁甲乙", "丙"]
+    tgt = ["▁子", "丑寅", "▁", "卯"]
+    links = {(0, 0), (2, 1), (1, 2), (2, 3)}  # 甲-子, 丙-丑, 乙-寅, 丙-卯
     assert _arrays(piece_links(links, src, tgt, "char")) == (
         [0, 1, 1, 2, 3],
         [0, 0, 1, 1, 1],

@@ -35,7 +35,10 @@ def align(
         "intersection, union, grow-diag, grow-diag-final, grow-diag-final-and, or mean "
         "(average both directions' weights, then --method).",
     ),
-    unit: str = _extract("word", "word, char (Chinese/Japanese) or piece."),
+    unit: str = _extract(
+        "word",
+        "word, char (each Chinese/Japanese character a unit, other text in words) or piece.",
+    ),
     method: str | None = _extract(
         None,
         "argmax per target word; mutual (a cell strongest in its row and its column); "
