@@ -102,13 +102,17 @@ def read_lines(path: str | os.PathLike) -> list[str]:
     return lines
 
 
+def _lines(count: int) -> str:
+    return f"{count:,} line{'' if count == 1 else 's'}"
+
+
 def check_line_counts(files: Sequence[tuple[str | os.PathLike, Sequence[str]]]) -> None:
     """Raise InputError unless every (name, lines) pair has as many lines as the first."""
     first_name, first_lines = files[0]
     for name, lines in files[1:]:
         if len(lines) != len(first_lines):
             raise InputError(
-                f"{first_name} has {len(first_lines):,} lines but {name} has {len(lines):,}: "
+                f"{first_name} has {_lines(len(first_lines))} but {name} has {len(lines):,}: "
                 "the files must be parallel, one sentence per line in the same order; check "
                 "that they belong together"
             )
