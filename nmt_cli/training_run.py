@@ -10,7 +10,7 @@ from typing import Any
 
 from nmt_cli import checkpoint
 from nmt_cli.config import Config, resolve
-from nmt_cli.errors import NmtError
+from nmt_cli.errors import ConfigError
 from nmt_cli.model.decoder import input_step_offset
 from nmt_cli.progress import Event, OnEvent, ignore
 
@@ -26,19 +26,19 @@ def _with_vocab(config: Config, src_vocab: int, tgt_vocab: int) -> Config:
 
 def _prepare_model_dir(output: Path, resume: bool, force: bool) -> None:
     if output.exists() and not output.is_dir():
-        raise NmtError(f"{output} exists and is not a directory; choose another --output")
+        raise ConfigError(f"{output} exists and is not a directory; choose another --output")
     has_model = (output / checkpoint.LAST_FILE).exists() or (
         output / checkpoint.MODEL_FILE
     ).exists()
     if resume and not (output / checkpoint.LAST_FILE).exists():
-        raise NmtError(
+        raise ConfigError(
             f"nothing to resume in {output}: {checkpoint.LAST_FILE} is missing; drop --resume"
         )
     if has_model and not resume and not force:
         hint = "add --resume to continue it or --force to start afresh"
         if not (output / checkpoint.LAST_FILE).exists():
             hint = f"add --force to start afresh (it has no {checkpoint.LAST_FILE} to resume)"
-        raise NmtError(f"{output} already holds a model: {hint}")
+        raise ConfigError(f"{output} already holds a model: {hint}")
     output.mkdir(parents=True, exist_ok=True)
 
 

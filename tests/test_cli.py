@@ -266,7 +266,7 @@ def test_align_line_without_separator_is_an_error(toy_model_dir):
 
 def test_train_refuses_existing_model_without_resume(toy_data_dir, toy_model_dir):
     result = invoke("train", toy_data_dir, "-o", toy_model_dir, "--max-steps", "1")
-    assert result.exit_code == 1 and "--resume" in result.stderr
+    assert result.exit_code == 2 and "--resume" in result.stderr  # an option to add: usage
 
 
 @pytest.mark.parametrize(
