@@ -262,4 +262,4 @@ def test_resume_refuses_a_corrupt_saved_config(model_copy, toy_data_dir):
 def test_resume_without_a_checkpoint_says_what_to_do(model_copy, toy_data_dir):
     shutil.rmtree(model_copy / "checkpoints")
     result = invoke("train", toy_data_dir, "-o", model_copy, "--resume", "--max-steps", "61")
-    assert_refused(result, 1, "last.pt", "--resume")
+    assert_refused(result, 2, "last.pt", "--resume")
