@@ -182,6 +182,19 @@ def test_small_corpus_falls_back_to_a_smaller_vocabulary_with_a_warning(tmp_path
     assert tokenizer["vocab_size"] == Tokenizer(out / "spm.model").vocab_size < 8000
 
 
+def test_pairs_with_text_on_one_side_only_are_dropped_with_a_warning(tmp_path):
+    pairs = _pairs(300)
+    pairs[100] = ("", pairs[100][1])  # a stray empty source line: the rest is out of step
+    pairs[200] = ("", "")  # an empty pair: nothing to warn about
+    src, tgt = _write_pair(tmp_path, "train", pairs)
+    out = tmp_path / "data"
+    result = _prepare("--src", src, "--tgt", tgt, "--vocab-size", 50, "-o", out)
+    assert result.exit_code == 0, result.output
+    assert "dropped 1 train pair with text on one side only" in result.stderr
+    counts = json.loads((out / MANIFEST).read_text())["counts"]["train"]
+    assert counts["empty"] == 2 and counts["one_sided"] == 1
+
+
 def test_existing_output_is_refused_unless_forced(corpus, tmp_path):
     out = tmp_path / "data"
     out.mkdir()

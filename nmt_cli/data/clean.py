@@ -40,7 +40,7 @@ _CJK_PUNCTUATION = re.compile("[\u3000-\u303f\uff01-\uff0f\uff1a-\uff20\uff3b-\u
 # Rich character sets for SentencePiece's coverage choice: CJK plus Hangul.
 _RICH_CHARSET_CHAR = re.compile(f"[{_UNSPACED}\u1100-\u11ff\u3130-\u318f\uac00-\ud7af]")
 CJK_CHARS_PER_WORD = 1.5
-_COUNTED = ("read", "normalized", "empty", "too_long", "ratio", "duplicate", "kept")
+_COUNTED = ("read", "normalized", "empty", "one_sided", "too_long", "ratio", "duplicate", "kept")
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,7 @@ class CleanCounts:
     read: int = 0
     normalized: int = 0  # pairs that normalisation changed (kept, not dropped)
     empty: int = 0
+    one_sided: int = 0  # of the empty ones, those with text on the other side
     too_long: int = 0
     ratio: int = 0
     duplicate: int = 0
@@ -269,7 +270,7 @@ def filter_pairs(
 
     No state: chunks can be filtered in parallel and de-duplicated afterwards, in order.
     """
-    counts = dict.fromkeys(("read", "normalized", "empty", "too_long", "ratio"), 0)
+    counts = dict.fromkeys(("read", "normalized", "empty", "one_sided", "too_long", "ratio"), 0)
     kept = []
     for raw_src, raw_tgt in pairs:
         src, tgt = normalize(raw_src), normalize(raw_tgt)
@@ -280,6 +281,7 @@ def filter_pairs(
             kept.append((src, tgt))
         else:
             counts[reason] += 1
+            counts["one_sided"] += reason == "empty" and bool(src or tgt)
     counts["read"] = len(pairs)
     return kept, counts
 

@@ -152,7 +152,7 @@ def prepare(options: PrepareOptions, progress: OnEvent = ignore) -> PrepareRepor
             splits=reports,
             tokenizers=tokenizers,
             joint=options.joint,
-            warnings=_warnings(tokenizers),
+            warnings=_warnings(tokenizers, reports),
             seconds=time.perf_counter() - started,
         )
         write_text(stage / MANIFEST, json.dumps(build_manifest(options, report), indent=2) + "\n")
@@ -385,11 +385,21 @@ def _split_json(split: SplitReport) -> dict[str, object]:
     }
 
 
-def _warnings(tokenizers: dict[str, TrainedTokenizer]) -> tuple[str, ...]:
-    """Messages for things that went differently from what was asked."""
-    return tuple(
+def _warnings(
+    tokenizers: dict[str, TrainedTokenizer], splits: tuple[SplitReport, ...] = ()
+) -> tuple[str, ...]:
+    """Messages for things that went differently from what was asked, or look like a mistake."""
+    found = [
         f"the training text is too small for --vocab-size {model.requested_vocab_size}: "
         f"{model.model.name} has {model.vocab_size:,} pieces instead"
         for model in dict.fromkeys(tokenizers.values())
         if model.fell_back
-    )
+    ]
+    for split in splits:
+        if count := split.counts.one_sided:
+            found.append(
+                f"dropped {count:,} {split.name} pair{'s' if count > 1 else ''} with text on one "
+                "side only: if a file has a stray or a missing line, the sides are out of step "
+                "from there on; compare the files where one side is empty"
+            )
+    return tuple(found)
