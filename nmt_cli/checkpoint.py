@@ -396,11 +396,18 @@ def check_reverse_of(model_dir: Path, reverse_dir: Path) -> None:
     (nothing to compare when either meta.json lacks them)."""
     langs = []
     for directory in (model_dir, reverse_dir):
-        meta = directory / META_FILE
-        data = read_json(meta) if meta.exists() else {}
-        langs.append((data.get("src_lang") or "", data.get("tgt_lang") or ""))
+        try:
+            data = read_json(directory / META_FILE)
+        except (ArtifactError, OSError):  # meta.json is optional here: loading checks the rest
+            data = {}
+        langs.append(tuple(str(data.get(key) or "") for key in ("src_lang", "tgt_lang")))
     (src, tgt), (rev_src, rev_tgt) = langs
-    if all((src, tgt, rev_src, rev_tgt)) and (rev_src, rev_tgt) != (tgt, src):
+
+    def base(code: str) -> str:  # "zh-CN" and "ZH" are "zh"
+        return code.replace("_", "-").split("-")[0].lower()
+
+    same = (base(rev_src), base(rev_tgt)) == (base(tgt), base(src))
+    if all((src, tgt, rev_src, rev_tgt)) and not same:
         raise ConfigError(
             f"--reverse-model {reverse_dir} translates {rev_src}→{rev_tgt}, but the reverse of "
             f"{model_dir} ({src}→{tgt}) is {tgt}→{src}: give a model trained the other way"

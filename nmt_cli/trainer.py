@@ -428,7 +428,10 @@ class Trainer:
         def restore(payload: dict) -> None:
             self.model.load_state_dict(payload["weights"])
             self.optimizer.load_state_dict(payload["optimizer"])
-            self.progress = Progress(**payload["progress"])
+            saved = dict(payload["progress"])
+            if "best_by" not in saved:  # saved before the field: what its best score was
+                saved["best_by"] = "bleu" if self.data.has_split("dev") else "step"
+            self.progress = Progress(**saved)
 
         data = self.data
         payload = checkpoint.load_resume(

@@ -21,3 +21,23 @@ def test_without_a_dev_split_the_step_is_not_reported_as_bleu(tmp_path):
     assert json.loads((model / "meta.json").read_text())["best_dev_bleu"] is None
     done = [json.loads(line) for line in (model / "train.jsonl").read_text().splitlines()][-1]
     assert done["event"] == "done" and done["best_by"] == "step"
+
+
+def test_a_checkpoint_saved_before_best_by_resumes_without_calling_the_step_bleu(tmp_path):
+    import torch
+
+    src, tgt = write_toy_corpus(tmp_path, n=120)
+    data, model = tmp_path / "data", tmp_path / "model"
+    assert (
+        invoke("prepare", "--src", src, "--tgt", tgt, "--vocab-size", "60", "-o", data).exit_code
+        == 0
+    )
+    args = ["--emb-size", "16", "--hidden-size", "16", "--valid-every", "5"]
+    assert invoke("train", data, "-o", model, *args, "--max-steps", "5").exit_code == 0
+    last = model / "checkpoints" / "last.pt"
+    payload = torch.load(last, weights_only=False)
+    del payload["progress"]["best_by"]  # as an older nmt saved it
+    torch.save(payload, last)
+    result = invoke("train", data, "-o", model, *args, "--max-steps", "10", "--resume")
+    assert result.exit_code == 0, result.output
+    assert "best dev BLEU" not in result.output and "no dev split" in result.output

@@ -35,7 +35,7 @@ class AlignOutput:
             )
         if pairs is not None and pairs != len(self.gold):
             raise InputError(
-                f"{self.gold_path} has {len(self.gold):,} alignments but there are {pairs:,} "
+                f"{self.gold_path} has {_alignments(len(self.gold))} but there are {pairs:,} "
                 "pairs to align: give the gold file of these sentence pairs"
             )
 
@@ -51,7 +51,7 @@ class AlignOutput:
                 from nmt_cli.errors import InputError
 
                 raise InputError(
-                    f"{self.gold_path} has {len(gold):,} alignments but there are more pairs "
+                    f"{self.gold_path} has {_alignments(len(gold))} but there are more pairs "
                     "to align: give the gold file of these sentence pairs"
                 )
             if self.json_output:
@@ -106,7 +106,7 @@ class AlignOutput:
 
         if len(gold) != len(self.predicted):
             raise InputError(
-                f"{self.gold_path} has {len(gold):,} alignments but {len(self.predicted):,} pairs "
+                f"{self.gold_path} has {_alignments(len(gold))} but {len(self.predicted):,} pairs "
                 "were aligned: give the gold file of these sentence pairs"
             )
         problems = check_range(gold, [s for s, _ in self.lengths], [t for _, t in self.lengths])
@@ -121,3 +121,7 @@ class AlignOutput:
             f"recall {score.recall * 100:.2f}%  ({score.predicted:,} links predicted, "
             f"{score.sure:,} sure gold links, {len(gold):,} pairs)"
         )
+
+
+def _alignments(count: int) -> str:
+    return f"{count:,} alignment{'' if count == 1 else 's'}"
