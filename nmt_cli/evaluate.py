@@ -7,10 +7,11 @@ References follow sacreBLEU's layout: `refs` is a list of reference *streams*, o
 reference file, each holding one line per hypothesis. Metrics use sacreBLEU's default
 settings (BLEU: 13a tokenisation, mixed case, exp smoothing), so every score equals what the
 `sacrebleu` command prints for the same files, with one exception: references in Chinese or
-Japanese written without spaces between words get BLEU's `zh` tokenisation (each such character
-a token), what `sacrebleu -l xx-zh` picks, since 13a would make each sentence one token and
-every score 0. Pre-segmented references (spaces between the words) keep 13a. The signature
-says which (`tok:zh`).
+Japanese written without spaces between words get BLEU's `zh` tokenisation (each ideograph a
+token; what `sacrebleu -l xx-zh` picks), or `char` when kana are common (sacreBLEU's `zh` keeps
+kana runs whole, and its `ja-mecab` needs MeCab), since 13a would make each sentence one token
+and every score 0. Pre-segmented references (spaces between the words) keep 13a. The
+signature says which (`tok:zh`, `tok:char`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nmt_cli.errors import ConfigError, InputError
-from nmt_cli.scripts import UNSPACED_CLASS, is_unspaced
+from nmt_cli.scripts import is_unspaced
 
 METRICS = ("bleu", "chrf", "chrf++", "ter")  # every metric `score` knows
 DEFAULT_METRICS = ("bleu", "chrf", "ter")
@@ -130,18 +131,30 @@ def check_metrics(metrics: Sequence[str]) -> None:
             raise ConfigError(f"unknown metric {name!r}: choose from {', '.join(METRICS)}")
 
 
-_SPACE_BETWEEN_UNSPACED = re.compile(f"[{UNSPACED_CLASS}]\\s+[{UNSPACED_CLASS}]")
+# Ideographs and kana (no punctuation or full-width forms): the letters of unspaced scripts.
+_LETTER = "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff"
+_SPACED_LETTERS = re.compile(f"[{_LETTER}]\\s+(?=[{_LETTER}])")
+_ADJACENT_LETTERS = re.compile(f"[{_LETTER}](?=[{_LETTER}])")
+_KANA = re.compile("[\u3040-\u30ff\u31f0-\u31ff]")
+_TOKENIZE_SAMPLE = 2_000  # lines of each reference stream that decide the tokenisation
 
 
 def bleu_tokenize(refs: Sequence[Sequence[str]]) -> str:
-    """sacreBLEU's BLEU tokenisation for these references: 'zh' when most of their non-space
-    characters are Chinese or Japanese and most lines have no space between two of them
-    (unsegmented text), else '13a'."""
-    lines = [line for stream in refs for line in stream]
+    """sacreBLEU's BLEU tokenisation for these references: '13a' (sacreBLEU's default) unless
+    most of their non-space characters are Chinese or Japanese and the text is unsegmented
+    (fewer than a quarter of the neighbouring ideographs and kana have a space between them);
+    then 'zh' (each ideograph a token), or 'char' when kana make up more than a tenth of the
+    letters (sacreBLEU's `zh` keeps kana runs whole). Decided on the first lines of each
+    stream."""
+    lines = [line for stream in refs for line in stream[:_TOKENIZE_SAMPLE]]
     if not lines or length_unit(lines) != "characters":
         return "13a"
-    spaced = sum(1 for line in lines if _SPACE_BETWEEN_UNSPACED.search(line))
-    return "13a" if 2 * spaced > len(lines) else "zh"
+    spaced = sum(len(_SPACED_LETTERS.findall(line)) for line in lines)
+    adjacent = sum(len(_ADJACENT_LETTERS.findall(line)) for line in lines)
+    if 4 * spaced > spaced + adjacent:
+        return "13a"  # segmented: words of one or more characters between spaces
+    kana = sum(len(_KANA.findall(line)) for line in lines)
+    return "char" if 10 * kana > spaced + adjacent + len(lines) else "zh"
 
 
 def _make_metric(name: str, tokenize: str = "13a"):
@@ -214,9 +227,13 @@ def _corpus_score(metric, hyps: Sequence[str], refs: Sequence[Sequence[str]]):
 
 def length_unit(sources: Sequence[str]) -> str:
     """'characters' when most non-space characters are CJK (unsegmented text), else 'words'."""
-    chars = [ch for line in sources for ch in line if not ch.isspace()]
-    cjk = sum(1 for ch in chars if is_unspaced(ch))
-    return "characters" if chars and 2 * cjk > len(chars) else "words"
+    total = cjk = 0
+    for line in sources:
+        for ch in line:
+            if not ch.isspace():
+                total += 1
+                cjk += is_unspaced(ch)
+    return "characters" if total and 2 * cjk > total else "words"
 
 
 def source_length(line: str, unit: str) -> int:

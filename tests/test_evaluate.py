@@ -307,4 +307,6 @@ def test_unsegmented_chinese_references_are_scored_by_character():
     spaced = [["我 的 朋友 星期天 起床 了 。", "你 今天 去 哪里 了 ？"]]
     assert bleu_tokenize(spaced) == "13a"  # pre-segmented text keeps sacreBLEU's default
     assert bleu_tokenize([["A man rides a bike.", "Two dogs."]]) == "13a"
+    assert bleu_tokenize([["你好！ 我是小明。"]]) == "zh"  # a space after punctuation: unsegmented
+    assert bleu_tokenize([["ありがとうございます。", "コンピューターを使います"]]) == "char"  # kana
     assert "tok:13a" in score(["我 的 朋友 起床 了 。"], [spaced[0][:1]], ["bleu"])[0].signature
