@@ -215,7 +215,9 @@ def _char_units(pieces: list[str]) -> tuple[list[str], list[set[int]]]:
     last_word = -1
     for k, piece in enumerate(pieces):
         for char in _strip(piece):
-            spaced = not is_unspaced(char)
+            # letters, digits and ASCII punctuation of other scripts join their word's run;
+            # typographic punctuation (“ ” … ·), common beside Chinese, stands alone
+            spaced = not is_unspaced(char) and (char.isascii() or char.isalnum())
             if spaced and joinable and word_of[k] == last_word:
                 names[-1] += char
                 owners[-1].add(k)

@@ -545,3 +545,14 @@ def test_char_units_split_chinese_and_keep_english_words():
     assert units(["▁汤姆", "星期一", "。"], "char")[0] == ["汤", "姆", "星", "期", "一", "。"]
     names, members = units(["▁Tom说", "▁你好"], "char")  # a word mixing both scripts
     assert names == ["Tom", "说", "你", "好"] and members.tolist()[:2] == [[1, 0], [1, 0]]
+    assert units(["▁他说", "：“", "OK", "”。"], "char")[0] == [
+        "他",
+        "说",
+        "：",
+        "“",
+        "OK",
+        "”",
+        "。",
+    ]
+    assert units(["▁他", "……"], "char")[0] == ["他", "…", "…"]  # typographic punctuation alone
+    assert units(["▁don", "'", "t", "▁stop"], "char")[0] == ["don't", "stop"]

@@ -222,3 +222,14 @@ def test_rates_read_from_counts_take_no_more_pairs():
     loaded = LinkRates.from_counts(_rates().counts())
     with pytest.raises(ValueError, match="cannot count more"):
         loaded.add(["a"], ["x"], {(0, 0)})
+
+
+def test_char_link_rates_of_single_latin_letters_are_an_older_nmts():
+    from nmt_cli.alignment import LinkRates
+    from nmt_cli.cli.align import _single_character_rates
+
+    old = LinkRates.from_counts([("T", "汤", 3, 4), ("o", "姆", 2, 4), ("。", "。", 4, 4)])
+    new = LinkRates.from_counts([("Tom", "汤", 3, 4), ("a", "一", 2, 4), ("。", "。", 4, 4)])
+    pure = LinkRates.from_counts([("汤", "湯", 3, 4), ("。", "。", 4, 4)])  # same units either way
+    assert _single_character_rates(old)
+    assert not _single_character_rates(new) and not _single_character_rates(pure)

@@ -191,12 +191,32 @@ def _link_rates(
             f"{unit}: align with --unit {trained_unit}, or drop --link-prior"
         )
     rates = load_link_rates(model)
+    if rates is not None and unit == "char" and _single_character_rates(rates):
+        from nmt_cli.cli.boundary import warn
+
+        warn(
+            f"{model / LINK_RATES_FILE} counts every character as a unit (an older nmt's char "
+            "units): not used; retrain for a link prior over the current char units"
+        )
+        rates = None
     if rates is None and link_prior is not None:
         raise ConfigError(
             f"--link-prior needs {model / LINK_RATES_FILE}, which `nmt train "
             "--guided-alignment` writes: retrain with guided alignment, or drop --link-prior"
         )
     return rates
+
+
+def _single_character_rates(rates) -> bool:
+    """Whether char-unit link rates come from an older nmt, whose char units split every
+    word into characters: all its units one character long, some of them Latin letters."""
+    lone_latin = False
+    for src, tgt, _, _ in rates.counts():
+        for word in (src, tgt):
+            if len(word) > 1:
+                return False
+            lone_latin |= word.isascii() and word.isalpha()
+    return lone_latin
 
 
 def _warn_when_cut(pairs, translator, name: str):

@@ -43,8 +43,10 @@ def alignments_name(unit: str) -> str:
     """The file of the training pairs' word links over `unit` (word, char or piece), one Pharaoh
     line per pair, e.g. `train.word.align`. Computed once by the guided-alignment teacher and
     kept beside the token ids; prepare.json does not list it, so it changes neither the
-    checks on load nor the fingerprint, and `nmt prepare --force` removes it with the rest."""
-    return f"train.{unit}.align"
+    checks on load nor the fingerprint, and `nmt prepare --force` removes it with the rest.
+    The char file is `train.char2.align`: char units once split every word into characters,
+    and a `train.char.align` written then is not read."""
+    return "train.char2.align" if unit == "char" else f"train.{unit}.align"
 
 
 @dataclass(frozen=True)
