@@ -44,6 +44,7 @@ class Progress:
     best_bleu: float = -1.0  # the best validation's score (see DevScores.score)
     best_by: str = "bleu"  # what that score is: "bleu", "loss" (negated) or "step" (no dev split)
     best_step: int = 0
+    validated_step: int = -1  # the step last validated: a resume does not validate it again
     bad_validations: int = 0
     lr_scale: float = 1.0  # plateau decay applied so far
     tokens_seen: int = 0
@@ -225,7 +226,7 @@ class Trainer:
         t = self.config.train
         clock = _Clock(self.progress.train_seconds)
         window = _Window()
-        stopped = False
+        stopped = self._should_stop(clock)  # a resumed run may be at its limit already
         while not stopped and not self._finished_epochs():
             batches = self.epoch_batches(self.progress.epoch)
             self._emit(Event("epoch", {"epoch": self.progress.epoch + 1, "batches": len(batches)}))
@@ -340,7 +341,11 @@ class Trainer:
 
     # -- validation and checkpoints ------------------------------------------------------
     def _validate_and_save(self) -> None:
-        """Rank 0 validates and saves; the others wait, then take its early-stopping state."""
+        """Rank 0 validates and saves; the others wait, then take its early-stopping state.
+        Nothing to do when this step was validated already (a run that stopped at the end of
+        an epoch, resumed)."""
+        if self.progress.step == self.progress.validated_step:
+            return
         if self.ranks.main:
             self._validate_on_main()
         barrier(self.ranks)
@@ -349,6 +354,7 @@ class Trainer:
     def _validate_on_main(self) -> None:
         scores = self.validate(self.model)
         p = self.progress
+        p.validated_step = p.step
         improved = scores.score(p.step) > p.best_bleu
         if improved:
             p.best_bleu, p.best_step, p.bad_validations = scores.score(p.step), p.step, 0

@@ -41,3 +41,19 @@ def test_a_checkpoint_saved_before_best_by_resumes_without_calling_the_step_bleu
     result = invoke("train", data, "-o", model, *args, "--max-steps", "10", "--resume")
     assert result.exit_code == 0, result.output
     assert "best dev BLEU" not in result.output and "no dev split" in result.output
+
+
+def test_a_resume_at_its_step_limit_neither_trains_nor_validates_again(toy_data_dir, tmp_path):
+    model = tmp_path / "model"
+    args = ["--emb-size", "16", "--hidden-size", "16", "--valid-every", "5", "--max-steps", "5"]
+    assert invoke("train", toy_data_dir, "-o", model, *args).exit_code == 0
+    log = model / "train.jsonl"
+    before = [json.loads(line) for line in log.read_text().splitlines()]
+    result = invoke("train", toy_data_dir, "-o", model, *args, "--resume")
+    assert result.exit_code == 0, result.output
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    valid = [e["step"] for e in events if e["event"] == "valid"]
+    assert valid == [e["step"] for e in before if e["event"] == "valid"] and valid[-1] == 5
+    done = [e for e in events if e["event"] == "done"]
+    assert [e["step"] for e in done] == [5, 5]
+    assert done[1]["bad_validations"] == done[0]["bad_validations"]  # no validation again
