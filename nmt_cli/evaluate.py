@@ -159,13 +159,15 @@ def bleu_tokenize(refs: Sequence[Sequence[str]]) -> str:
 
 def _make_metric(name: str, tokenize: str = "13a"):
     """A sacreBLEU metric object with the sacrebleu command's default settings (BLEU with the
-    given tokenisation, see `bleu_tokenize`)."""
+    given tokenisation, see `bleu_tokenize`, and TER with its Asian support beside zh/char)."""
     from sacrebleu.metrics import BLEU, CHRF, TER
 
     if name == "chrf++":
         return CHRF(word_order=2)
     if name == "bleu":
         return BLEU(tokenize=tokenize)
+    if name == "ter" and tokenize != "13a":  # TER's splitting of Chinese and Japanese, which
+        return TER(normalized=True, asian_support=True)  # it applies only when normalising
     return {"chrf": CHRF, "ter": TER}[name]()
 
 

@@ -304,6 +304,8 @@ def test_unsegmented_chinese_references_are_scored_by_character():
     assert bleu_tokenize(refs) == "zh"
     bleu = score(hyps, refs, ["bleu"])[0]
     assert "tok:zh" in bleu.signature and bleu.score > 50  # 13a: each line one token, about 0
+    ter = score(hyps, refs, ["ter"])[0]
+    assert "asian:yes" in ter.signature and ter.score < 30  # one token per line: TER 50
     spaced = [["我 的 朋友 星期天 起床 了 。", "你 今天 去 哪里 了 ？"]]
     assert bleu_tokenize(spaced) == "13a"  # pre-segmented text keeps sacreBLEU's default
     assert bleu_tokenize([["A man rides a bike.", "Two dogs."]]) == "13a"
