@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import unicodedata
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -206,26 +207,36 @@ def _char_carriers(pieces: list[str]) -> list[int]:
 def _char_units(pieces: list[str]) -> tuple[list[str], list[set[int]]]:
     """The units of `unit="char"`: each character of a script written without spaces (Chinese,
     Japanese) on its own, and every other run of characters within a whitespace word as one
-    unit, so the English side of an English–Chinese pair keeps its words. Their names, and the
-    pieces whose characters make up each."""
+    unit, so the English side of an English–Chinese pair keeps its words. Typographic
+    punctuation (“ ” … ·), common beside Chinese, stands alone unless it sits between two
+    characters of a word (don’t, 1990–2000). Their names, and the pieces whose characters
+    make up each."""
     word_of = {k: w for w, group in enumerate(_word_groups(pieces)) for k in group}
+    chars = [(char, k, word_of[k]) for k, piece in enumerate(pieces) for char in _strip(piece)]
+    joins = [_joins_word(char) for char, _, _ in chars]
+    for n in range(1, len(chars) - 1):  # punctuation inside a word joins it
+        inside = chars[n - 1][2] == chars[n][2] == chars[n + 1][2]
+        if not joins[n] and inside and joins[n - 1] and _joins_word(chars[n + 1][0]):
+            joins[n] = not is_unspaced(chars[n][0])
     names: list[str] = []
     owners: list[set[int]] = []
-    joinable = False  # whether the last unit is a run of spaced-script characters
-    last_word = -1
-    for k, piece in enumerate(pieces):
-        for char in _strip(piece):
-            # letters, digits and ASCII punctuation of other scripts join their word's run;
-            # typographic punctuation (“ ” … ·), common beside Chinese, stands alone
-            spaced = not is_unspaced(char) and (char.isascii() or char.isalnum())
-            if spaced and joinable and word_of[k] == last_word:
-                names[-1] += char
-                owners[-1].add(k)
-            else:
-                names.append(char)
-                owners.append({k})
-            joinable, last_word = spaced, word_of[k]
+    for n, (char, k, word) in enumerate(chars):
+        if n and joins[n] and joins[n - 1] and chars[n - 1][2] == word:
+            names[-1] += char
+            owners[-1].add(k)
+        else:
+            names.append(char)
+            owners.append({k})
     return names, owners
+
+
+def _joins_word(char: str) -> bool:
+    """Whether a character belongs to a run of a spaced script's word: letters, marks and
+    digits (full-width ones too) and ASCII punctuation; not Chinese or Japanese characters."""
+    if is_unspaced(char):
+        folded = unicodedata.normalize("NFKC", char)  # full-width Latin letters and digits
+        return folded.isascii() and folded.isalnum()
+    return char.isascii() or unicodedata.category(char)[0] in "LNM"
 
 
 def _units(pieces: list[str], unit: str) -> tuple[list[str], np.ndarray]:

@@ -10,8 +10,9 @@ settings (BLEU: 13a tokenisation, mixed case, exp smoothing), so every score equ
 Japanese written without spaces between words get BLEU's `zh` tokenisation (each ideograph a
 token; what `sacrebleu -l xx-zh` picks), or `char` when kana are common (sacreBLEU's `zh` keeps
 kana runs whole, and its `ja-mecab` needs MeCab), since 13a would make each sentence one token
-and every score 0. Pre-segmented references (spaces between the words) keep 13a. The
-signature says which (`tok:zh`, `tok:char`).
+and every score 0; TER then uses its Asian support (with its normalisation, which that needs;
+it splits ideographs, not runs of kana). Pre-segmented references (spaces between the words)
+keep 13a. The signatures say which (`tok:zh`, `tok:char`, `asian:yes`).
 """
 
 from __future__ import annotations
@@ -133,7 +134,8 @@ def check_metrics(metrics: Sequence[str]) -> None:
 
 # Ideographs and kana (no punctuation or full-width forms): the letters of unspaced scripts.
 _LETTER = "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff"
-_SPACED_LETTERS = re.compile(f"[{_LETTER}]\\s+(?=[{_LETTER}])")
+_SPACED_LETTERS = re.compile(f"[{_LETTER}][ \\t]+(?=[{_LETTER}])")  # not U+3000: layout
+_ANY_LETTER = re.compile(f"[{_LETTER}]")
 _ADJACENT_LETTERS = re.compile(f"[{_LETTER}](?=[{_LETTER}])")
 _KANA = re.compile("[\u3040-\u30ff\u31f0-\u31ff]")
 _TOKENIZE_SAMPLE = 2_000  # lines of each reference stream that decide the tokenisation
@@ -141,13 +143,15 @@ _TOKENIZE_SAMPLE = 2_000  # lines of each reference stream that decide the token
 
 def bleu_tokenize(refs: Sequence[Sequence[str]]) -> str:
     """sacreBLEU's BLEU tokenisation for these references: '13a' (sacreBLEU's default) unless
-    most of their non-space characters are Chinese or Japanese and the text is unsegmented
-    (fewer than a quarter of the neighbouring ideographs and kana have a space between them);
-    then 'zh' (each ideograph a token), or 'char' when kana make up more than a tenth of the
-    letters (sacreBLEU's `zh` keeps kana runs whole). Decided on the first lines of each
-    stream."""
+    at least a tenth of their non-space characters are Chinese or Japanese and that text is
+    unsegmented (fewer than a quarter of the neighbouring ideographs and kana have a space
+    between them); then 'zh' (each ideograph a token; the rest as 13a splits it), or 'char'
+    when kana make up more than a tenth of the letters (sacreBLEU's `zh` keeps kana runs
+    whole). Decided on the first lines of each stream, pooled."""
     lines = [line for stream in refs for line in stream[:_TOKENIZE_SAMPLE]]
-    if not lines or length_unit(lines) != "characters":
+    letters = sum(len(_ANY_LETTER.findall(line)) for line in lines)
+    visible = sum(len(line) - sum(ch.isspace() for ch in line) for line in lines)
+    if not letters or 10 * letters < visible:
         return "13a"
     spaced = sum(len(_SPACED_LETTERS.findall(line)) for line in lines)
     adjacent = sum(len(_ADJACENT_LETTERS.findall(line)) for line in lines)

@@ -556,3 +556,5 @@ def test_char_units_split_chinese_and_keep_english_words():
     ]
     assert units(["▁他", "……"], "char")[0] == ["他", "…", "…"]  # typographic punctuation alone
     assert units(["▁don", "'", "t", "▁stop"], "char")[0] == ["don't", "stop"]
+    for word in ("don’t", "1990–2000", "नमस्ते", "Ｔｏｍ"):  # in-word punctuation, marks, full-width
+        assert units(["▁" + word], "char")[0] == [word]

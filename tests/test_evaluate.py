@@ -310,5 +310,8 @@ def test_unsegmented_chinese_references_are_scored_by_character():
     assert bleu_tokenize(spaced) == "13a"  # pre-segmented text keeps sacreBLEU's default
     assert bleu_tokenize([["A man rides a bike.", "Two dogs."]]) == "13a"
     assert bleu_tokenize([["你好！ 我是小明。"]]) == "zh"  # a space after punctuation: unsegmented
+    assert bleu_tokenize([["使用 Python 3.11 安装 PyTorch 2.1 和 CUDA 12.1。"]]) == "zh"  # mixed
+    assert bleu_tokenize([["Tom met 王小明 in Beijing yesterday and they talked."]]) == "13a"
+    assert bleu_tokenize([["나는 학교에 간다."]]) == "13a"  # Korean is written with spaces
     assert bleu_tokenize([["ありがとうございます。", "コンピューターを使います"]]) == "char"  # kana
     assert "tok:13a" in score(["我 的 朋友 起床 了 。"], [spaced[0][:1]], ["bleu"])[0].signature

@@ -232,4 +232,5 @@ def test_char_link_rates_of_single_latin_letters_are_an_older_nmts():
     new = LinkRates.from_counts([("Tom", "汤", 3, 4), ("a", "一", 2, 4), ("。", "。", 4, 4)])
     pure = LinkRates.from_counts([("汤", "湯", 3, 4), ("。", "。", 4, 4)])  # same units either way
     assert _single_character_rates(old)
+    assert _single_character_rates(LinkRates.from_counts([("м", "汤", 3, 4)]))  # Cyrillic too
     assert not _single_character_rates(new) and not _single_character_rates(pure)

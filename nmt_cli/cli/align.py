@@ -209,13 +209,16 @@ def _link_rates(
 
 def _single_character_rates(rates) -> bool:
     """Whether char-unit link rates come from an older nmt, whose char units split every
-    word into characters: all its units one character long, some of them Latin letters."""
+    word into characters: all its units one character long, some of them letters of a script
+    with spaces (Latin, Cyrillic, Hangul, ...)."""
+    from nmt_cli.scripts import is_unspaced
+
     lone_latin = False
     for src, tgt, _, _ in rates.counts():
         for word in (src, tgt):
             if len(word) > 1:
                 return False
-            lone_latin |= word.isascii() and word.isalpha()
+            lone_latin |= word.isalpha() and not is_unspaced(word)
     return lone_latin
 
 
