@@ -146,7 +146,16 @@ def check_model_dir(model_dir: Path) -> None:
         raise ArtifactError(
             f"{model_dir} is not a directory: pass the model directory from `nmt train -o`"
         )
-    missing = [f for f in (MODEL_FILE, SRC_SPM, TGT_SPM) if not (model_dir / f).is_file()]
+    try:
+        missing = [f for f in (MODEL_FILE, SRC_SPM, TGT_SPM) if not (model_dir / f).is_file()]
+        prepared = (model_dir / "prepare.json").is_file()  # data.datadir.MANIFEST
+    except OSError as exc:
+        raise ArtifactError(f"cannot read {model_dir}: {exc.strerror}") from None
+    if missing and prepared:
+        raise ArtifactError(
+            f"{model_dir} is a data directory (written by `nmt prepare`), not a model: pass "
+            "the directory written by `nmt train -o`"
+        )
     if missing:
         raise ArtifactError(
             f"{model_dir} is not a complete nmt model directory (missing {', '.join(missing)}); "

@@ -378,3 +378,11 @@ def test_align_refuses_a_reverse_model_of_the_wrong_direction(toy_model_dir, tmp
     meta = json.loads((backward / "meta.json").read_text())
     (backward / "meta.json").write_text(json.dumps({**meta, "src_lang": "ZH-cn", "tgt_lang": "en"}))
     assert invoke(*args, input=text).exit_code == 0  # language codes compared by their base
+
+
+def test_a_data_directory_given_as_the_model_is_named_as_one(toy_data_dir):
+    result = invoke("translate", "-m", toy_data_dir, input="sun\n")
+    assert result.exit_code == 3 and result.stdout == ""
+    assert f"{toy_data_dir} is a data directory (written by `nmt prepare`), not a model" in (
+        result.stderr
+    )
