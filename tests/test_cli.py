@@ -386,3 +386,15 @@ def test_a_data_directory_given_as_the_model_is_named_as_one(toy_data_dir):
     assert f"{toy_data_dir} is a data directory (written by `nmt prepare`), not a model" in (
         result.stderr
     )
+
+
+def test_align_says_when_the_gold_links_fit_only_the_other_way_round(toy_model_dir, tmp_path):
+    gold = tmp_path / "gold.align"
+    gold.write_text("2-0 1-1\n", encoding="utf-8")  # target-source: 3 target words, 2 source
+    text = "apple river ||| RIVER APPLE SUN\n"
+    result = invoke("align", "-m", toy_model_dir, "--view", "none", "--gold", gold, input=text)
+    assert result.exit_code == 0 and "link 2-0 lies outside the sentence" in result.stderr
+    assert "every gold link fits the sentences with its two numbers swapped" in result.stderr
+    gold.write_text("0-2 1-1\n", encoding="utf-8")  # the right way round: no warning at all
+    result = invoke("align", "-m", toy_model_dir, "--view", "none", "--gold", gold, input=text)
+    assert result.exit_code == 0 and "swapped" not in result.stderr

@@ -100,6 +100,14 @@ class AlignOutput:
         else:
             console.print(render_heatmap(*grid, pair.links, max_width=console.width))
 
+    def _fits_swapped(self, gold) -> bool:
+        """Whether every gold link, read as target-source, lies inside its sentence pair."""
+        return all(
+            0 <= j < n_src and 0 <= i < n_tgt
+            for ref, (n_src, n_tgt) in zip(gold, self.lengths, strict=False)
+            for i, j in ref.possible
+        )
+
     def _score(self, gold) -> None:
         from nmt_cli.alignment import check_range, score_alignments
         from nmt_cli.errors import InputError
@@ -114,6 +122,12 @@ class AlignOutput:
             warn(f"{self.gold_path}: {problem}")
         if len(problems) > 5:
             warn(f"… and {len(problems) - 5} more out-of-range gold links")
+        if problems and self._fits_swapped(gold):
+            warn(
+                f"{self.gold_path}: every gold link fits the sentences with its two numbers "
+                "swapped: the file may list target-source links; swap each i-j to j-i "
+                "(awk for Pharaoh files), or align in the direction it was made for"
+            )
         console = stderr_console()
         score = score_alignments(self.predicted, gold)
         console.print(
