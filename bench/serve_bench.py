@@ -262,6 +262,7 @@ def main() -> None:
         "rounds": args.rounds,
         "models": [measure_model(Path(m).absolute(), args, client_counts) for m in models],
     }
+    args.out.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     md_path.write_text(render(results) + "\n", encoding="utf-8")
     print(md_path.read_text(encoding="utf-8"))

@@ -226,3 +226,23 @@ def test_memory_select_copies_nothing_while_each_sentence_keeps_its_rows():
     # a row of sentence 3 moved into sentence 2's run: each row gets its own entry
     mixed = beam.select(torch.tensor([0, 1, 4, 6, 6, 7]))
     assert mixed.group == 1 and torch.equal(mixed.origin, torch.tensor([0, 0, 2, 3, 3, 3]))
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+@pytest.mark.parametrize("style", ["luong", "bahdanau"])
+def test_inference_step_through_gru_cells_equals_the_gru_module(layers, style):
+    """At inference a GRU decoder step runs through `torch.gru_cell` layer by layer; the
+    outputs and states are the module's own, to the bit."""
+    torch.manual_seed(3)
+    model = Seq2Seq(tiny(attention="general", decoder_style=style, layers=layers))
+    model.eval()
+    batch = toy_batch()
+    state, memory = model.encode(batch.src, batch.src_lengths)
+    prev = batch.tgt_in[:, 0]
+    with torch.no_grad():  # grad mode off: the cell path
+        vector, new, weights = model.decoder.step(prev, state, memory)
+    vector_ref, new_ref, weights_ref = model.decoder.step(prev, state, memory)  # the module
+    assert torch.equal(vector, vector_ref.detach())
+    assert torch.equal(weights, weights_ref.detach())
+    assert new.hidden.shape == (layers, prev.numel(), model.config.decoder_size)
+    assert torch.equal(new.hidden, new_ref.hidden.detach())

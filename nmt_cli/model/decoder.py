@@ -121,6 +121,9 @@ def _in_place(count: int, group: int, device: torch.device) -> torch.Tensor:
     return torch.arange(count, device=device).repeat_interleave(group)
 
 
+_CELL_WEIGHTS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+
+
 @dataclass
 class DecoderState:
     """The recurrent state carried from one target step to the next."""
@@ -197,14 +200,14 @@ class Decoder(nn.Module):
         self, prev: torch.Tensor, state: DecoderState, memory: Memory
     ) -> tuple[torch.Tensor, DecoderState, torch.Tensor | None]:
         """One target step for prev (B,): attentional vector (B, 1, O), new state, weights (B, S)."""
-        embedded = self.dropout(self.embedding(prev.unsqueeze(1)))  # (B, 1, E)
+        embedded = self._drop(self.embedding(prev.unsqueeze(1)))  # (B, 1, E)
         if self.attention is None:
-            output, hidden = self.rnn(embedded, state.hidden)
+            output, hidden = self._rnn_step(embedded, state.hidden)
             return self._project(output), DecoderState(hidden, None), None
         if self.style == "bahdanau":
             return self._bahdanau_step(embedded, state, memory)
         rnn_input = embedded if state.feed is None else torch.cat([embedded, state.feed], dim=-1)
-        output, hidden = self.rnn(rnn_input, state.hidden)  # (B, 1, D)
+        output, hidden = self._rnn_step(rnn_input, state.hidden)  # (B, 1, D)
         context, weights = memory.attend(self.attention, output)
         vector = self._project(torch.cat([context, output], dim=-1))
         return vector, DecoderState(hidden, vector if self.input_feed else None), weights.squeeze(1)
@@ -215,12 +218,31 @@ class Decoder(nn.Module):
         top = state.hidden[0] if isinstance(state.hidden, tuple) else state.hidden
         query = top[-1].unsqueeze(1)  # (B, 1, D): d_{t-1}, the top layer
         context, weights = memory.attend(self.attention, query)
-        output, hidden = self.rnn(torch.cat([embedded, context], dim=-1), state.hidden)
+        output, hidden = self._rnn_step(torch.cat([embedded, context], dim=-1), state.hidden)
         vector = self._project(torch.cat([output, context, embedded], dim=-1))
         return vector, DecoderState(hidden, None), weights.squeeze(1)
 
     def _project(self, features: torch.Tensor) -> torch.Tensor:
-        return self.dropout(torch.tanh(self.combine(features)))
+        return self._drop(torch.tanh(self.combine(features)))
+
+    def _drop(self, x: torch.Tensor) -> torch.Tensor:
+        """Dropout while training; at inference `x` itself, without a module call per step."""
+        return self.dropout(x) if self.training else x
+
+    def _rnn_step(self, x: torch.Tensor, hidden: Hidden) -> tuple[torch.Tensor, Hidden]:
+        """One RNN step for x (B, 1, I): output (B, 1, D) and the new hidden state. A GRU at
+        inference runs through `torch.gru_cell` layer by layer: the module's result to the bit,
+        with less work around it (a search calls this once per token). An LSTM's cell function
+        rounds differently from the module, so an LSTM (and an int8 GRU) runs the module."""
+        if self.training or torch.is_grad_enabled() or not isinstance(self.rnn, nn.GRU):
+            return self.rnn(x, hidden)
+        rnn, layer_input, states = self.rnn, x.squeeze(1), []
+        for layer in range(rnn.num_layers):
+            weights = [getattr(rnn, f"{name}_l{layer}") for name in _CELL_WEIGHTS]
+            layer_input = torch.gru_cell(layer_input, hidden[layer], *weights)
+            states.append(layer_input)
+        new = states[0].unsqueeze(0) if len(states) == 1 else torch.stack(states)
+        return layer_input.unsqueeze(1), new
 
     def forward(
         self, tgt_in: torch.Tensor, state: DecoderState, memory: Memory, attention: bool = False
