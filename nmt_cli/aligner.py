@@ -13,7 +13,7 @@ the caller.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -42,7 +42,8 @@ class AlignOptions:
     unit: str = "word"  # word, char (scripts without spaces) or piece
     method: str = "argmax"  # argmax per target unit, mutual (row and column), or threshold
     threshold: float = 0.5  # for method=threshold
-    shift: int = 0  # use the attention of step t+shift for target unit t
+    shift: int | None = None  # read the attention of step t+shift for target unit t (None: at
+    # the step each model was trained to align at, its `align_shift`)
     include_eos: bool = False  # keep the EOS row/column as a pseudo-word </s>
     symmetrize: str = "grow-diag-final-and"  # with a reverse model; "mean" averages weights
     weights: str = "attention"  # attention, saliency (gradient × input) or both (their mean)
@@ -152,15 +153,20 @@ class PairAlignment:
     translated: bool = False  # the target was produced by the model
 
 
-def forced_weights(translator, source: str, target: str, kind: str = "attention"):
+def forced_weights(translator, source: str, target: str, kind: str = "attention", shift: int = 0):
     """Teacher-forced piece-level weights (src_pieces, tgt_pieces, (T+1, S)) of one pair: the
-    model's attention, its gradient saliency, or the mean of the two ("both")."""
-    if kind == "attention":
-        return translator.forced_attention(source, target)
+    model's attention, its gradient saliency, or the mean of the two ("both"). The attention's
+    row t is that of step t + `shift` (the step a guided model aligns piece t at), in "both"
+    too: saliency row t is already about piece t."""
     if kind == "saliency":
         return translator.forced_saliency(source, target)
+    src_pieces, tgt_pieces, attention = translator.forced_attention(source, target)
+    if shift:
+        attention = shift_rows(attention, shift)
+    if kind == "attention":
+        return src_pieces, tgt_pieces, attention
     return average_weights(
-        translator.forced_attention(source, target), translator.forced_saliency(source, target)
+        (src_pieces, tgt_pieces, attention), translator.forced_saliency(source, target)
     )
 
 
@@ -246,11 +252,18 @@ def pair_weights(
     translator, source: str, target: str, options: AlignOptions, reverse=None
 ) -> PairWeights:
     """Teacher-forced word weights of one pair, in both directions with a reverse model."""
-    words = word_weights(forced_weights(translator, source, target, options.weights), options)
-    back = None
-    if reverse is not None:
-        back = word_weights(forced_weights(reverse, target, source, options.weights), options)
+    words = _forced_words(translator, source, target, options)
+    back = None if reverse is None else _forced_words(reverse, target, source, options)
     return PairWeights(source, target, words, back)
+
+
+def _forced_words(translator, source: str, target: str, options: AlignOptions):
+    """One model's word weights of a pair, its attention read `options.shift` steps later or,
+    when that is None, at the step that model was trained to align at (each model its own:
+    a reverse model may have been trained otherwise)."""
+    shift = translator.align_shift if options.shift is None else options.shift
+    raw = forced_weights(translator, source, target, options.weights, shift)
+    return word_weights(raw, replace(options, shift=0))
 
 
 def pair_links(
@@ -343,21 +356,30 @@ def align_translations(
 
 def parse_fast_align(lines: Iterable[str], name: str) -> Iterator[tuple[str, str]]:
     """`source ||| target` lines (the fast_align input form); a line without ||| or with more
-    than one is an error."""
+    than one is an error, and so is an empty line, unless only empty lines follow it."""
 
-    def split(number_line):
-        number, line = number_line
-        if "|||" not in line:
-            raise InputError(
-                f"{name} line {number} has no ' ||| ' separator: give `source ||| target` on "
-                "every line, or only source sentences to translate and align"
-            )
-        if line.count("|||") > 1:
-            raise InputError(
-                f"{name} line {number} has {line.count('|||')} ' ||| ' separators: give one, "
-                "between the source and the target"
-            )
-        source, _, target = line.partition("|||")
-        return source, target
+    def split(numbered: Iterable[tuple[int, str]]) -> Iterator[tuple[str, str]]:
+        blank = None  # the first empty line since the last pair
+        for number, line in numbered:
+            if not line.strip():
+                blank = blank or number
+                continue
+            if blank is not None:
+                raise InputError(
+                    f"{name} line {blank} is empty: give `source ||| target` on every line "
+                    "(empty lines may only end the input)"
+                )
+            if "|||" not in line:
+                raise InputError(
+                    f"{name} line {number} has no ' ||| ' separator: give `source ||| target` "
+                    "on every line, or only source sentences to translate and align"
+                )
+            if line.count("|||") > 1:
+                raise InputError(
+                    f"{name} line {number} has {line.count('|||')} ' ||| ' separators: give "
+                    "one, between the source and the target"
+                )
+            source, _, target = line.partition("|||")
+            yield source, target
 
-    yield from checked_pairs(map(split, enumerate(lines, start=1)), name)
+    yield from checked_pairs(split(enumerate(lines, start=1)), name)

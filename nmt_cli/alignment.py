@@ -681,10 +681,20 @@ def _read_naacl(lines: list[str], name: str, base: int) -> list[GoldAlignment]:
         possible[sentence].add(link)
         if match[4] != "P":
             sure[sentence].add(link)
-    return [
+    return LinkListedGold(
         GoldAlignment(frozenset(sure[s]), frozenset(possible[s] | sure[s]))
         for s in range(1, last + 1)
-    ]
+    )
+
+
+class LinkListedGold(list):
+    """Gold read from a file that lists links (NAACL): it ends at the last sentence with a
+    link, so sentences after it may exist without one. `padded(count)` is the list for a
+    corpus of `count` pairs, the missing sentences with no gold links."""
+
+    def padded(self, count: int) -> LinkListedGold:
+        empty = GoldAlignment(frozenset(), frozenset())
+        return LinkListedGold([*self, *[empty] * max(0, count - len(self))])
 
 
 def _bad_gold_line(name: str, number: int, line: str, expected: str) -> InputError:

@@ -19,6 +19,7 @@ import torch
 from nmt_cli import checkpoint, decoding
 from nmt_cli.batching import collate
 from nmt_cli.config import Config
+from nmt_cli.data.clean import normalize
 from nmt_cli.decoding import SearchOptions, pieces_text
 from nmt_cli.errors import ArtifactError, ConfigError
 from nmt_cli.model.seq2seq import OutputLayer, Seq2Seq
@@ -64,6 +65,12 @@ class Translator:
     shortlist: Shortlist | None = None  # see `load(shortlist=True)`
     output: OutputLayer | None = None  # the output layer the shortlist restricts
     partners: list[Translator] = field(default_factory=list)  # the rest of an ensemble
+
+    @property
+    def align_shift(self) -> int:
+        """How many steps after predicting target piece t the model's attention aligns it
+        (0 unless trained with guided alignment; see `input_step_offset`)."""
+        return self.model.config.align_shift
 
     @property
     def max_source_pieces(self) -> int:
@@ -165,7 +172,11 @@ class Translator:
         return TranslationStream(self, options, with_attention)
 
     def _encode_source(self, line: str) -> tuple[np.ndarray, bool]:
-        ids = self.src_tokenizer.encode(line.strip())
+        """The line's source ids, cut to the model's limit, and whether they were cut. The line
+        is first normalised as `nmt prepare` cleans training text (NFC; tabs, no-break spaces
+        and other whitespace runs one space): the model has seen no other whitespace, and a
+        word index (`--align`) counts the words `str.split` finds."""
+        ids = self.src_tokenizer.encode(normalize(line))
         truncated = len(ids) > self.max_source_pieces
         return np.asarray(ids[: self.max_source_pieces], dtype=np.int64), truncated
 
@@ -213,10 +224,11 @@ class Translator:
         return pieces
 
     def _forced_ids(self, source: str, target: str) -> tuple[np.ndarray, np.ndarray]:
+        """Both sides' ids, each normalised first (see `_encode_source`)."""
         src_ids = np.asarray(
-            self.src_tokenizer.encode(source)[: self.max_source_pieces], dtype=np.int64
+            self.src_tokenizer.encode(normalize(source))[: self.max_source_pieces], dtype=np.int64
         )
-        return src_ids, np.asarray(self.tgt_tokenizer.encode(target), dtype=np.int64)
+        return src_ids, np.asarray(self.tgt_tokenizer.encode(normalize(target)), dtype=np.int64)
 
     def _piece_names(self, src_ids: np.ndarray, tgt_ids: np.ndarray) -> tuple[list[str], list[str]]:
         src_pieces = [self.src_tokenizer.id_to_piece(int(i)) for i in src_ids]

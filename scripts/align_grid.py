@@ -335,7 +335,8 @@ def main() -> None:
         "",
         "`--weights` chooses what is read: the attention (default), the gradient × input "
         "saliency of each source word for each target word (`saliency`), or the mean of the two "
-        "(`both`); `--shift` applies to attention only. `--grow-threshold G` then adds, "
+        "(`both`); `--shift` moves the attention's rows (in `both`, before the mean; this grid "
+        "tries it with the attention alone). `--grow-threshold G` then adds, "
         "around each link, neighbouring cells (diagonals included) of weight at least G while "
         "one of their two words is unaligned, as grow-diag does with the union (G was "
         "chosen on the dev split). `--method mutual` links only cells that are the strongest of "

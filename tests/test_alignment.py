@@ -428,6 +428,8 @@ def test_words_drawn_to_eos_stay_unaligned_when_eos_is_kept():
 class _Scripted:
     """A stand-in translator whose forced attention is given: rows are target pieces + EOS."""
 
+    align_shift = 0
+
     def __init__(self, src_pieces, tgt_pieces, rows):
         self.result = (src_pieces, tgt_pieces, np.array(rows))
 
@@ -465,6 +467,8 @@ def test_mean_weights_refuses_matrices_of_two_different_pairs():
 class _Corpus:
     """A stand-in translator whose forced attention depends on the pair: (source, target) →
     rows over source words, one row per target word plus the end-of-sentence step."""
+
+    align_shift = 0
 
     def __init__(self, rows_of):
         self.rows_of = rows_of
@@ -558,3 +562,43 @@ def test_char_units_split_chinese_and_keep_english_words():
     assert units(["▁don", "'", "t", "▁stop"], "char")[0] == ["don't", "stop"]
     for word in ("don’t", "1990–2000", "नमस्ते", "Ｔｏｍ"):  # in-word punctuation, marks, full-width
         assert units(["▁" + word], "char")[0] == [word]
+
+
+class _Shifted(_Scripted):
+    """A scripted translator trained to align `align_shift` steps late, with saliency."""
+
+    def __init__(self, src_pieces, tgt_pieces, rows, align_shift, saliency=None):
+        super().__init__(src_pieces, tgt_pieces, rows)
+        self.align_shift = align_shift
+        self.saliency = (src_pieces, tgt_pieces, np.array(saliency if saliency else rows))
+
+    def forced_saliency(self, source, target):
+        return self.saliency
+
+
+def test_each_model_is_read_at_the_step_it_was_trained_to_align_at():
+    """A reverse model trained with guided alignment (shift 1) beside an unguided forward one
+    (shift 0): each direction's rows are taken at its own model's step."""
+    from nmt_cli.aligner import AlignOptions, pair_weights
+
+    diagonal = [[1, 0, 0], [0, 1, 0], [0, 0, 1], [0, 0, 1]]  # pieces a b c, then EOS
+    late = [[1, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]]  # the same, one step late
+    forward = _Shifted(["▁a", "▁b", "▁c"], ["▁x", "▁y", "▁z"], diagonal, align_shift=0)
+    reverse = _Shifted(["▁x", "▁y", "▁z"], ["▁a", "▁b", "▁c"], late, align_shift=1)
+    pair = pair_weights(forward, "a b c", "x y z", AlignOptions(), reverse)
+    assert np.array_equal(pair.words.weights, np.eye(3))
+    assert np.array_equal(pair.back.weights, np.eye(3))
+    forced = pair_weights(forward, "a b c", "x y z", AlignOptions(shift=0), reverse)
+    assert not np.array_equal(forced.back.weights, np.eye(3))  # --shift 0 overrides both
+
+
+def test_weights_both_average_saliency_with_the_attention_of_the_aligning_step():
+    from nmt_cli.aligner import forced_weights
+
+    late = [[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]]  # piece t aligned at step t+1
+    saliency = [[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]]
+    model = _Shifted(["▁a", "▁b"], ["▁x", "▁y"], late, align_shift=1, saliency=saliency)
+    _, _, both = forced_weights(model, "a b", "x y", "both", shift=1)
+    assert np.array_equal(both[:2], np.eye(2))  # the two agree once the attention is shifted
+    _, _, unshifted = forced_weights(model, "a b", "x y", "both", shift=0)
+    assert unshifted[1].tolist() == [0.5, 0.5]

@@ -398,3 +398,42 @@ def test_align_says_when_the_gold_links_fit_only_the_other_way_round(toy_model_d
     gold.write_text("0-2 1-1\n", encoding="utf-8")  # the right way round: no warning at all
     result = invoke("align", "-m", toy_model_dir, "--view", "none", "--gold", gold, input=text)
     assert result.exit_code == 0 and "swapped" not in result.stderr
+
+
+def test_align_reads_tabs_and_no_break_spaces_between_words_as_spaces(toy_model_dir):
+    plain = invoke("align", "-m", toy_model_dir, "--json", input="apple river ||| RIVER APPLE\n")
+    odd = invoke(
+        "align", "-m", toy_model_dir, "--json", input="apple\u00a0river ||| RIVER\tAPPLE\n"
+    )
+    assert plain.exit_code == odd.exit_code == 0, odd.output
+    expected, got = json.loads(plain.stdout), json.loads(odd.stdout)
+    assert got["src_words"] == ["apple", "river"] and got["tgt_words"] == ["RIVER", "APPLE"]
+    assert got["alignment"] == expected["alignment"] and got["weights"] == expected["weights"]
+
+
+def test_align_decides_the_input_form_from_the_first_line_with_text(toy_model_dir):
+    pairs = "apple river ||| RIVER APPLE\n"
+    leading = invoke("align", "-m", toy_model_dir, "--view", "none", input="\n" + pairs)
+    assert leading.exit_code == 2 and leading.stdout == ""  # not translated as a source line
+    assert "<stdin> line 1 is empty" in leading.stderr
+    trailing = invoke("align", "-m", toy_model_dir, "--view", "none", input=pairs + "\n\n")
+    assert trailing.exit_code == 0 and len(trailing.stdout.splitlines()) == 1
+    inside = invoke("align", "-m", toy_model_dir, "--view", "none", input=pairs + "\n" + pairs)
+    assert inside.exit_code == 2 and "<stdin> line 2 is empty" in inside.stderr
+
+
+def test_align_naacl_gold_may_end_before_pairs_without_gold_links(toy_model_dir, tmp_path):
+    src, tgt, gold = tmp_path / "a.src", tmp_path / "a.tgt", tmp_path / "gold.naacl"
+    src.write_text("apple river\ngreen bird\n", encoding="utf-8")
+    tgt.write_text("RIVER APPLE\nBIRD GREEN\n", encoding="utf-8")
+    gold.write_text("1 1 2 S\n1 2 1 S\n", encoding="utf-8")  # the second pair has no gold link
+    result = invoke("align", "-m", toy_model_dir, "--src", src, "--tgt", tgt, "--gold", gold)
+    assert result.exit_code == 0, result.output
+    assert "2 sure gold links, 2 pairs" in " ".join(result.stderr.split())
+    streamed = invoke(
+        "align", "-m", toy_model_dir, "--view", "none", "--gold", gold,
+        input="apple river ||| RIVER APPLE\ngreen bird ||| BIRD GREEN\n",
+    )  # fmt: skip
+    assert streamed.exit_code == 0 and "2 sure gold links, 2 pairs" in " ".join(
+        streamed.stderr.split()
+    )

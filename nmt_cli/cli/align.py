@@ -67,8 +67,9 @@ def align(
     ),
     shift: int | None = _extract(
         None,
-        "Align target word t with the attention of step t+SHIFT (default: the step the model "
-        "learnt to align at: t, or t+1 (Luong) / t+2 (Bahdanau) after guided alignment).",
+        "Align target word t with the attention of step t+SHIFT (default: the step each model "
+        "learnt to align at: t, or t+1 (Luong) / t+2 (Bahdanau) after guided alignment; "
+        "in --weights both, the attention half).",
     ),
     weights: str = _extract(
         "attention",
@@ -117,7 +118,7 @@ def align(
         unit=unit,
         method=method or "argmax",
         threshold=0.5 if threshold is None else threshold,
-        shift=shift or 0,
+        shift=shift,
         include_eos=include_eos,
         symmetrize=symmetrize,
         weights=weights,
@@ -140,8 +141,6 @@ def align(
 
         check_reverse_of(model, reverse_model)
         reverse = Translator.load(reverse_model, device=device)
-    if shift is None and weights == "attention":  # the step the model was trained to align at
-        options = replace(options, shift=translator.model.config.align_shift)
     trained = translator.config.train
     rates = _link_rates(model, link_prior, corpus_prior, unit, trained.align_unit)
     if rates is not None and link_prior is None and trained.guided_alignment:
@@ -269,12 +268,12 @@ def _check_options(options) -> None:
             f"({options.threshold}): it lets weaker neighbours join links of at least "
             "--threshold"
         )
-    if options.shift not in (0, 1, 2):
+    if options.shift not in (None, 0, 1, 2):
         raise ConfigError(f"--shift must be 0, 1 or 2, got {options.shift}")
-    if options.shift and options.weights != "attention":
+    if options.shift and options.weights == "saliency":
         raise ConfigError(
             "--shift reads the attention of a later step; it applies to --weights attention "
-            "only (saliency row t is already about target word t)"
+            "or both, not saliency (saliency row t is already about target word t)"
         )
 
 
@@ -301,11 +300,14 @@ def _stream_alignments(translator, reverse, options, lines, name, search, rates)
 
     from nmt_cli.aligner import align_pairs, align_translations, parse_fast_align
 
-    iterator = iter(lines)
+    iterator, leading = iter(lines), []
     first = next(iterator, None)
+    while first is not None and not first.strip():  # the first line with text decides the form
+        leading.append(first)
+        first = next(iterator, None)
     if first is None:
         return iter(())
-    rest = itertools.chain([first], iterator)
+    rest = itertools.chain(leading, [first], iterator)
     if "|||" in first:
         pairs = _warn_when_cut(parse_fast_align(rest, name), translator, name)
         return align_pairs(translator, pairs, options, reverse, rates)

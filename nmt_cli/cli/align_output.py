@@ -22,7 +22,7 @@ class AlignOutput:
     def check_gold(self, pairs: int | None = None) -> None:
         """Read the gold file, if any: an empty one, or one of another length than the `pairs`
         to align (when known before aligning), fails before anything is written."""
-        from nmt_cli.alignment import read_gold
+        from nmt_cli.alignment import LinkListedGold, read_gold
         from nmt_cli.errors import InputError
 
         if self.gold_path is None:
@@ -33,6 +33,8 @@ class AlignOutput:
                 f"{self.gold_path} is empty: give the gold alignments of these sentence pairs, "
                 "one line per pair"
             )
+        if pairs is not None and isinstance(self.gold, LinkListedGold):
+            self.gold = self.gold.padded(pairs)  # the last pairs may have no gold link
         if pairs is not None and pairs != len(self.gold):
             raise InputError(
                 f"{self.gold_path} has {_alignments(len(self.gold))} but there are {pairs:,} "
@@ -40,13 +42,15 @@ class AlignOutput:
             )
 
     def run(self, pairs) -> None:
-        from nmt_cli.alignment import format_pharaoh
+        from nmt_cli.alignment import LinkListedGold, format_pharaoh
 
         if self.gold_path is not None and self.gold is None:
             self.check_gold()
         gold = self.gold
         out = sys.stdout
         for index, pair in enumerate(pairs):
+            if isinstance(gold, LinkListedGold) and index == len(gold):
+                gold = gold.padded(index + 1)  # a pair after the last with a gold link
             if gold is not None and index == len(gold):  # no need to align the rest first
                 from nmt_cli.errors import InputError
 
