@@ -160,9 +160,10 @@ def forced_weights(translator, source: str, target: str, kind: str = "attention"
     too: saliency row t is already about piece t."""
     if kind == "saliency":
         return translator.forced_saliency(source, target)
-    src_pieces, tgt_pieces, attention = translator.forced_attention(source, target)
+    extra = max(0, shift - 1)  # the last piece's step comes after the EOS step
+    src_pieces, tgt_pieces, attention = translator.forced_attention(source, target, extra)
     if shift:
-        attention = shift_rows(attention, shift)
+        attention = shift_rows(attention, shift)[: len(tgt_pieces) + 1]
     if kind == "attention":
         return src_pieces, tgt_pieces, attention
     return average_weights(

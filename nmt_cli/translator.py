@@ -25,7 +25,7 @@ from nmt_cli.errors import ArtifactError, ConfigError
 from nmt_cli.model.seq2seq import OutputLayer, Seq2Seq
 from nmt_cli.search import Hypothesis
 from nmt_cli.shortlist import Shortlist
-from nmt_cli.specials import UNK_ID
+from nmt_cli.specials import EOS_ID, UNK_ID
 
 if TYPE_CHECKING:
     from nmt_cli.data.tokenizer import Tokenizer
@@ -281,8 +281,12 @@ class Translator:
         return (gradient * embedded).sum(dim=-1).abs().detach()
 
     @torch.inference_mode()
-    def forced_attention(self, source: str, target: str) -> tuple[list[str], list[str], np.ndarray]:
-        """Teacher-forced attention (T+1, S) of the model over the given target (rows incl. EOS)."""
+    def forced_attention(
+        self, source: str, target: str, extra: int = 0
+    ) -> tuple[list[str], list[str], np.ndarray]:
+        """Teacher-forced attention (T+1+extra, S) of the model over the given target: a row
+        per target piece, one for EOS, and `extra` steps more that read EOS again (a Bahdanau
+        decoder's query has read the last piece only two steps after predicting it)."""
         if self.model.decoder.attention is None:
             raise ConfigError(
                 f"{self.model_dir} was trained with --attention none: it has no attention to "
@@ -291,9 +295,11 @@ class Translator:
         src_ids, tgt_ids = self._forced_ids(source, target)
         batch = collate([src_ids], [tgt_ids]).to(self.device)
         state = self.model.encode(batch.src, batch.src_lengths)
+        inputs = batch.tgt_in[0].tolist() + [EOS_ID] * extra
         rows = []
-        for t in range(batch.tgt_in.size(1)):
-            _, state, weights = self.model.step_log_probs(batch.tgt_in[:, t], state)
+        for token in inputs:
+            prev = torch.tensor([token], device=self.device)
+            _, state, weights = self.model.step_log_probs(prev, state)
             rows.append(weights[0].float().cpu())
         attention = torch.stack(rows).numpy()[:, : len(src_ids)]
         return (*self._piece_names(src_ids, tgt_ids), attention)

@@ -433,8 +433,9 @@ class _Scripted:
     def __init__(self, src_pieces, tgt_pieces, rows):
         self.result = (src_pieces, tgt_pieces, np.array(rows))
 
-    def forced_attention(self, source, target):
-        return self.result
+    def forced_attention(self, source, target, extra=0):
+        src_pieces, tgt_pieces, rows = self.result
+        return src_pieces, tgt_pieces, np.concatenate([rows, rows[-1:].repeat(extra, 0)])
 
 
 FORWARD_MODEL = _Scripted(["▁a", "▁b"], ["▁x", "▁y"], [[0.6, 0.4], [0.55, 0.45], [0.5, 0.5]])
@@ -473,7 +474,8 @@ class _Corpus:
     def __init__(self, rows_of):
         self.rows_of = rows_of
 
-    def forced_attention(self, source, target):
+    def forced_attention(self, source, target, extra=0):
+        assert extra == 0
         src = ["▁" + w for w in source.split()]
         tgt = ["▁" + w for w in target.split()]
         return src, tgt, np.array(self.rows_of[source, target])

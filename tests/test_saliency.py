@@ -137,3 +137,27 @@ def test_saliency_chunks_give_the_same_rows(toy_model_dir, monkeypatch):
     whole = translator.forced_saliency(*PAIR)[2]
     monkeypatch.setattr(translator_module, "SALIENCY_CHUNK", 2)  # several chunks per pair
     np.testing.assert_allclose(translator.forced_saliency(*PAIR)[2], whole, atol=1e-6)
+
+
+def test_a_bahdanau_model_is_read_two_steps_late_even_for_the_last_piece(toy_model_dir):
+    """A Bahdanau decoder's query at step k has read the pieces up to k - 2, so the last piece
+    aligns at the step after the EOS step: forced attention runs it, and that row is what a
+    longer target gives at the same step (the query there is the same state)."""
+    from nmt_cli.aligner import forced_weights
+
+    translator = Translator.load(toy_model_dir)
+    torch.manual_seed(0)
+    config = replace(translator.config.model, decoder_style="bahdanau", align_shift=2)
+    translator.model = Seq2Seq(config).eval()
+    source, target = PAIR
+    _, tgt_pieces, plain = translator.forced_attention(source, target)
+    _, _, extended = translator.forced_attention(source, target, extra=1)
+    _, longer_pieces, longer = translator.forced_attention(source, target + " BIRD")
+    count = len(tgt_pieces)
+    assert len(longer_pieces) == count + 1 and extended.shape[0] == count + 2
+    np.testing.assert_array_equal(extended[: count + 1], plain)
+    np.testing.assert_allclose(extended[count + 1], longer[count + 1], atol=1e-6)
+    _, _, aligned = forced_weights(translator, source, target, "attention", shift=2)
+    assert aligned.shape == plain.shape
+    np.testing.assert_array_equal(aligned[count - 1], extended[count + 1])  # the last piece
+    assert not np.allclose(aligned[count - 1], aligned[count - 2])
