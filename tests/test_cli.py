@@ -437,3 +437,12 @@ def test_align_naacl_gold_may_end_before_pairs_without_gold_links(toy_model_dir,
     assert streamed.exit_code == 0 and "2 sure gold links, 2 pairs" in " ".join(
         streamed.stderr.split()
     )
+
+
+def test_align_threshold_without_a_method_selects_the_threshold_method(toy_model_dir):
+    pairs = "apple river ||| RIVER APPLE\ngreen bird sun ||| SUN BIRD GREEN\n"
+    argmax = invoke("align", "-m", toy_model_dir, "--view", "none", input=pairs)
+    high = invoke("align", "-m", toy_model_dir, "--view", "none", "--threshold", "1", input=pairs)
+    assert argmax.exit_code == high.exit_code == 0, high.output
+    assert all(argmax.stdout.splitlines())  # argmax links every target word
+    assert high.stdout.splitlines() == ["", ""]  # the toy model spreads its weight (max ~0.6)

@@ -46,7 +46,9 @@ def align(
         "0.5 with --grow-threshold 0.2, or 0.3 with 0.25 under --link-prior).",
     ),
     threshold: float | None = _extract(
-        None, "Weight threshold for --method threshold (default 0.5; see --method)."
+        None,
+        "Weight threshold for --method threshold (default 0.5; given without --method, it "
+        "selects --method threshold).",
     ),
     grow_threshold: float | None = _extract(
         None,
@@ -145,12 +147,14 @@ def align(
     rates = _link_rates(model, link_prior, corpus_prior, unit, trained.align_unit)
     if rates is not None and link_prior is None and trained.guided_alignment:
         options = replace(options, link_prior=LINK_PRIOR_SHARE)
-    if method is None and grow_threshold is None:  # the extraction the model's training suits
+    if method is None:  # the extraction the model's training suits, with the user's numbers
         chosen = extraction_defaults(trained.guided_alignment, bool(options.link_prior))
-        if threshold is not None:  # the user's threshold, grown only from below it
-            chosen["threshold"] = threshold
+        if threshold is not None:  # a threshold asks for --method threshold, grown from below
+            chosen.update(method="threshold", threshold=threshold)
             if chosen.get("grow_threshold", 0.0) >= threshold:
                 chosen.pop("grow_threshold")
+        if grow_threshold is not None:
+            chosen["grow_threshold"] = grow_threshold
         options = replace(options, **chosen)
     _check_options(options)
     if view == "auto":
