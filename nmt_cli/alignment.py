@@ -120,7 +120,8 @@ def merge_to_words(
     goes with the characters of the piece after it).
     `unit="piece"` keeps pieces, marker removed.
 
-    One extra column is the source EOS and one extra row the target EOS step. With `drop_eos`
+    An extra row is the target EOS step, and an extra column (when the attention has one: a
+    model's source has no EOS, so forced attention has none) the source EOS. With `drop_eos`
     both are removed and rows renormalised over the real source; without it they are kept as
     the pseudo-word "</s>".
     """

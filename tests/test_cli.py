@@ -446,3 +446,16 @@ def test_align_threshold_without_a_method_selects_the_threshold_method(toy_model
     assert argmax.exit_code == high.exit_code == 0, high.output
     assert all(argmax.stdout.splitlines())  # argmax links every target word
     assert high.stdout.splitlines() == ["", ""]  # the toy model spreads its weight (max ~0.6)
+
+
+def test_align_with_include_eos_checks_gold_links_against_the_real_words(toy_model_dir, tmp_path):
+    gold = tmp_path / "gold.align"
+    gold.write_text("0-2\n", encoding="utf-8")  # target word 2 is the pseudo-word </s>
+    result = invoke(
+        "align", "-m", toy_model_dir, "--view", "none", "--include-eos", "--gold", gold,
+        input="apple river ||| RIVER APPLE\n",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "link 0-2 lies outside the sentence (2 source words, 2 target words)" in " ".join(
+        result.stderr.split()
+    )

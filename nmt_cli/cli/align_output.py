@@ -70,7 +70,7 @@ class AlignOutput:
                 save_heatmap_png(pair.weights, pair.src_words, pair.tgt_words, pair.links, self.png)
             if gold is not None:
                 self.predicted.append(pair.links)
-                self.lengths.append((len(pair.src_words), len(pair.tgt_words)))
+                self.lengths.append((_real(pair.src_words), _real(pair.tgt_words)))
         out.flush()
         if gold is not None:
             self._score(gold)
@@ -143,3 +143,10 @@ class AlignOutput:
 
 def _alignments(count: int) -> str:
     return f"{count:,} alignment{'' if count == 1 else 's'}"
+
+
+def _real(words: list[str]) -> int:
+    """How many words a gold link may point at: the pseudo-word </s> (--include-eos) is none."""
+    from nmt_cli.alignment import EOS_WORD
+
+    return len(words) - (words[-1:] == [EOS_WORD])
