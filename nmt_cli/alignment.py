@@ -180,8 +180,9 @@ def _word_groups(pieces: list[str]) -> list[list[int]]:
     """Piece indices of each whitespace word, following the "▁" marker."""
     groups: list[list[int]] = []
     after_lone_marker = False
+    last_text = max((k for k, piece in enumerate(pieces) if piece != MARKER), default=-1)
     for k, piece in enumerate(pieces):
-        trailing_marker = piece == MARKER and k == len(pieces) - 1 and k > 0
+        trailing_marker = piece == MARKER and k > last_text and k > 0  # lone ▁s that end it
         starts = not groups or (
             piece.startswith(MARKER) and not after_lone_marker and not trailing_marker
         )

@@ -57,6 +57,9 @@ def test_a_lone_marker_belongs_to_the_following_word():
     # "▁"+"你好" form one word, "▁"+"▁x" another; the trailing "▁" joins the word before it.
     assert merged.src_words == ["你好", "world", "x"]
     np.testing.assert_allclose(merged.weights, [[2 / 6, 1 / 6, 3 / 6]])
+    several = merge_to_words(np.full((1, 3), 1 / 3), ["▁a", "▁", "▁"], ["▁hi"])
+    assert several.src_words == ["a"]  # lone "▁"s that end the sentence make no word
+    np.testing.assert_allclose(several.weights, [[1.0]])
 
 
 def test_char_unit_shares_source_weight_and_copies_target_rows():
