@@ -324,24 +324,36 @@ def kept_checkpoints(model_dir: Path) -> list[Path]:
 
 
 def load_resume(
-    model_dir: Path, device: torch.device, fingerprint: str, data: Path, restore: Callable
+    model_dir: Path,
+    device: torch.device,
+    fingerprint: str,
+    data: Path,
+    restore: Callable,
+    model_options: dict | None = None,
 ) -> dict:
     """Read the resume checkpoint, hand it to `restore` (which loads model, optimizer and
     progress from it), then put the random generators back as they were when it was saved.
 
-    A checkpoint of other data (fingerprint) or of another configuration is refused.
+    A checkpoint of other data (fingerprint) or of other `model_options` (this run's
+    [model] table) is refused, naming the options that differ.
     """
     path = model_dir / LAST_FILE
     payload = load(path, map_location=device)
     if payload.get("data_fingerprint") != fingerprint:
-        raise NmtError(
+        raise ConfigError(
             f"{model_dir} was trained on other data (fingerprint differs from {data}); resume "
             "with the same data directory or train anew"
+        )
+    changed = _changed_model_options(payload.get("config", {}).get("model", {}), model_options)
+    if changed:
+        raise ConfigError(
+            f"{model_dir} was trained with other model options ({changed}); resume with the "
+            "same ones or train anew"
         )
     try:
         restore(payload)
     except (KeyError, RuntimeError, TypeError, ValueError) as exc:
-        raise NmtError(
+        raise ConfigError(
             f"{path} does not match this configuration ({type(exc).__name__}); resume with "
             "the same options or train anew"
         ) from None
@@ -349,6 +361,18 @@ def load_resume(
     if "cuda" in payload["rng"] and torch.cuda.is_available():
         torch.cuda.set_rng_state_all([s.cpu() for s in payload["rng"]["cuda"]])
     return payload
+
+
+def _changed_model_options(saved: dict, wanted: dict | None) -> str:
+    """The [model] options whose value differs between a checkpoint and this run, as
+    "--hidden-size 32 → 64" items (empty when none does, or nothing is known)."""
+    if not wanted:
+        return ""
+    return ", ".join(
+        f"--{name.replace('_', '-')} {saved[name]} → {value}"
+        for name, value in wanted.items()
+        if name in saved and saved[name] != value
+    )
 
 
 def copy_tokenizers(src_spm: Path, tgt_spm: Path, model_dir: Path) -> None:

@@ -441,7 +441,12 @@ class Trainer:
 
         data = self.data
         payload = checkpoint.load_resume(
-            self.model_dir, self.device, data.fingerprint, data.path, restore
+            self.model_dir,
+            self.device,
+            data.fingerprint,
+            data.path,
+            restore,
+            self.config.to_dict()["model"],
         )
         self.progress.batch_index //= self.ranks.world
         if self.ranks.distributed:

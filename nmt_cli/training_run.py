@@ -108,6 +108,8 @@ def _train_ranked(data, output: Path, config: Config, ranks, resume: bool, force
         if force and not resume and ranks.main:
             checkpoint.remove_training_files(output)
         trainer = Trainer(config, data, output, on_event=on_event, stop=stop, ranks=ranks)
+        if resume:
+            trainer.resume()  # refuses other data or options before anything is written
         if ranks.main:
             checkpoint.write_json(output / checkpoint.CONFIG_FILE, config.to_dict())
             checkpoint.copy_tokenizers(data.src_spm, data.tgt_spm, output)
@@ -125,8 +127,6 @@ def _train_ranked(data, output: Path, config: Config, ranks, resume: bool, force
                     },
                 )
             )
-        if resume:
-            trainer.resume()  # refuses other data before anything more is written
         shortlist = output / checkpoint.SHORTLIST_FILE
         if ranks.main and not (resume and shortlist.exists()):
             shortlist_of(data).save(shortlist)

@@ -99,6 +99,16 @@ class Translator:
         model_dir, config = loaded.model_dir, loaded.config
         src_tok = Tokenizer(model_dir / checkpoint.SRC_SPM)
         tgt_tok = Tokenizer(model_dir / checkpoint.TGT_SPM)
+        for tokenizer, name, size in (
+            (src_tok, checkpoint.SRC_SPM, config.model.src_vocab_size),
+            (tgt_tok, checkpoint.TGT_SPM, config.model.tgt_vocab_size),
+        ):
+            if tokenizer.vocab_size != size:
+                raise ArtifactError(
+                    f"{model_dir / name} has {tokenizer.vocab_size:,} pieces but the model "
+                    f"was trained with {size:,}: it is another model's tokenizer; copy the "
+                    "model directory again, or retrain"
+                )
         translator = cls(loaded.model, config, src_tok, tgt_tok, loaded.device, model_dir)
         if shortlist:
             path = model_dir / checkpoint.SHORTLIST_FILE

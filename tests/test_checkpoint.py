@@ -114,3 +114,23 @@ def test_kill_during_save_keeps_previous_checkpoint(tmp_path):
     payload = checkpoint.load(path)
     assert payload["step"] == 1
     assert torch.equal(payload["weights"]["w"], torch.ones(4))
+
+
+def test_a_model_directory_with_another_models_tokenizer_is_refused(toy_model_dir, tmp_path):
+    import shutil
+
+    from cli_runner import invoke
+    from sentencepiece import SentencePieceTrainer
+
+    copy = tmp_path / "model"
+    shutil.copytree(toy_model_dir, copy)
+    text = tmp_path / "text.txt"
+    text.write_text("".join(f"w{i} o{i % 7} t\n" for i in range(300)), encoding="utf-8")
+    SentencePieceTrainer.train(
+        input=str(text), model_prefix=str(tmp_path / "other"), vocab_size=30, minloglevel=2,
+        pad_id=0, unk_id=1, bos_id=2, eos_id=3,
+    )  # fmt: skip
+    shutil.copy(tmp_path / "other.model", copy / "src.model")
+    result = invoke("translate", "-m", copy, input="apple river\n")
+    assert result.exit_code == 3 and "Traceback" not in result.output
+    assert "src.model has 30 pieces but the model was trained with" in result.stderr

@@ -37,3 +37,28 @@ def test_resumed_run_matches_uninterrupted_run(toy_data_dir, tmp_path):
     assert a["progress"]["step"] == b["progress"]["step"] == 20
     for name, tensor in a["weights"].items():
         assert torch.equal(tensor, b["weights"][name]), name
+
+
+def _files(model_dir):
+    return {p.name: p.read_bytes() for p in model_dir.iterdir() if p.is_file()}
+
+
+def test_a_refused_resume_writes_nothing(toy_data_dir, tmp_path):
+    from cli_runner import write_toy_corpus
+
+    model = tmp_path / "model"
+    assert invoke("train", toy_data_dir, "-o", model, *TINY, "--max-steps", "5").exit_code == 0
+    before = _files(model)
+    bigger = invoke("train", toy_data_dir, "-o", model, *TINY, "--max-steps", "10", "--resume",
+                    "--hidden-size", "24")  # fmt: skip
+    assert bigger.exit_code == 2 and "--hidden-size 16 → 24" in " ".join(bigger.stderr.split())
+    assert "Traceback" not in bigger.output and _files(model) == before
+    src, tgt = write_toy_corpus(tmp_path / "other", n=300, seed=5)
+    other = tmp_path / "other-data"
+    prepared = invoke("prepare", "--src", src, "--tgt", tgt, "--vocab-size", "50", "-o", other)
+    assert prepared.exit_code == 0, prepared.output
+    foreign = invoke("train", other, "-o", model, *TINY, "--max-steps", "10", "--resume")
+    assert foreign.exit_code == 2 and "trained on other data" in foreign.stderr
+    assert _files(model) == before  # tokenizers and config.json untouched
+    resumed = invoke("train", toy_data_dir, "-o", model, *TINY, "--max-steps", "10", "--resume")
+    assert resumed.exit_code == 0 and "resumed: step 5" in resumed.stderr
