@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from nmt_cli import atomic
-from nmt_cli.errors import ArtifactError, ConfigError, NmtError
+from nmt_cli.errors import ArtifactError, ConfigError
 
 if TYPE_CHECKING:
     from nmt_cli.alignment import LinkRates
