@@ -13,7 +13,7 @@ import os
 import shutil
 import socket
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from nmt_cli.errors import InputError, NmtError
@@ -83,20 +83,33 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> None:
 
 
 @contextlib.contextmanager
-def staged_directory(final: str | os.PathLike, force: bool = False) -> Iterator[Path]:
+def staged_directory(
+    final: str | os.PathLike,
+    force: bool = False,
+    inputs: Iterable[str | os.PathLike] = (),
+    marker: str | None = None,
+) -> Iterator[Path]:
     """Yield an empty temporary directory that becomes `final` only if the block succeeds.
 
     An existing `final` is refused unless `force`, in which case it is replaced only after
-    the new one is complete. The directory and the files in it get the user's usual
-    permissions (temporary ones start private). The temporary directory's name holds this
-    host and process id, so a later run removes one left by a process that was killed
+    the new one is complete, and only if it holds `marker` (the file that shows nmt wrote it)
+    or nothing: another directory is never deleted. A `final` that is or holds one of the
+    `inputs` is refused, forced or not. The directory and the files in it get the user's
+    usual permissions (temporary ones start private). The temporary directory's name holds
+    this host and process id, so a later run removes one left by a process that was killed
     (SIGKILL, a power cut) instead of leaving its files on the disk for good.
     """
     final = Path(final)
     if final.exists() and not final.is_dir():
         raise InputError(f"{final} exists and is not a directory: remove it or choose another path")
+    check_not_above(final, inputs)
     if final.exists() and not force:
         raise InputError(f"{final} already exists: choose another output directory or add --force")
+    if final.exists() and marker and not (final / marker).exists() and any(final.iterdir()):
+        raise InputError(
+            f"{final} is not a directory nmt wrote (it has no {marker}), so --force does not "
+            "replace it: choose another output directory"
+        )
     parent = final.parent
     blocking = next((p for p in (parent, *parent.parents) if p.exists() and not p.is_dir()), None)
     if blocking is not None:
@@ -127,6 +140,24 @@ def staged_directory(final: str | os.PathLike, force: bool = False) -> Iterator[
         shutil.rmtree(stage, ignore_errors=True)
         _remove_empty(created)  # the parent directories made for `final`, if still empty
         raise
+
+
+def check_not_above(output: str | os.PathLike, inputs: Iterable[str | os.PathLike]) -> None:
+    """Refuse an output path that is one of `inputs` or a directory holding one (writing or
+    replacing it would destroy what is being read)."""
+    target = Path(output).resolve()
+    for given in inputs:
+        path = Path(given).resolve()
+        if path == target:
+            raise InputError(
+                f"{output} is also an input here: writing it would destroy it; choose another "
+                "output path"
+            )
+        if target in path.parents:
+            raise InputError(
+                f"{output} holds {given}, an input here: replacing it would delete it; choose "
+                "another output directory"
+            )
 
 
 _HOST = socket.gethostname().replace("/", "_") or "host"

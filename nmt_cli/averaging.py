@@ -24,14 +24,17 @@ class Averaged:
     sources: list[Path]
 
 
-def average_checkpoints(model_dir: Path, last: int, out_dir: Path) -> Averaged:
-    """Average the weights of `model_dir`'s last `last` kept checkpoints into `out_dir`."""
+def average_checkpoints(model_dir: Path, last: int, out_dir: Path, force: bool = False) -> Averaged:
+    """Average the weights of `model_dir`'s last `last` kept checkpoints into `out_dir`, a new
+    directory (or, with `force`, one that holds a model: replaced once the new one is whole)."""
     model_dir, out_dir = Path(model_dir), Path(out_dir)
     checkpoint.check_model_dir(model_dir)
     if last < 1:
         raise ConfigError(f"--last must be at least 1, got {last}")
     if out_dir.resolve() == model_dir.resolve():
         raise ConfigError(f"-o {out_dir} is the model directory itself: give a new directory")
+    if model_dir.resolve() in out_dir.resolve().parents:
+        raise ConfigError(f"-o {out_dir} lies inside {model_dir}: give a directory outside it")
     kept = checkpoint.kept_checkpoints(model_dir)
     if len(kept) < last:
         raise ArtifactError(
@@ -46,23 +49,18 @@ def average_checkpoints(model_dir: Path, last: int, out_dir: Path) -> Averaged:
     meta_file = model_dir / checkpoint.META_FILE
     meta = checkpoint.read_json(meta_file) if meta_file.is_file() else {}
     meta["averaged"] = [path.name for path in sources]
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise atomic.write_error(out_dir, exc) from exc
-    checkpoint.write_json(out_dir / checkpoint.CONFIG_FILE, config)
-    kept = (
-        checkpoint.SRC_SPM,
-        checkpoint.TGT_SPM,
-        checkpoint.SHORTLIST_FILE,
-        checkpoint.LINK_RATES_FILE,
-    )
-    for name in kept:  # a file the source lacks is not left over from an earlier output
-        if (model_dir / name).is_file():
-            atomic.write_bytes(out_dir / name, (model_dir / name).read_bytes())
-        else:
-            (out_dir / name).unlink(missing_ok=True)
-    checkpoint.save_best(out_dir, config, weights, meta)  # last: until then no model.pt
+    with atomic.staged_directory(out_dir, force, [model_dir], checkpoint.MODEL_FILE) as stage:
+        checkpoint.write_json(stage / checkpoint.CONFIG_FILE, config)
+        kept = (
+            checkpoint.SRC_SPM,
+            checkpoint.TGT_SPM,
+            checkpoint.SHORTLIST_FILE,
+            checkpoint.LINK_RATES_FILE,
+        )
+        for name in kept:
+            if (model_dir / name).is_file():
+                atomic.write_bytes(stage / name, (model_dir / name).read_bytes())
+        checkpoint.save_best(stage, config, weights, meta)
     return Averaged(out_dir, sources)
 
 

@@ -88,3 +88,23 @@ def test_checkpoints_of_other_shapes_are_refused(kept_model_dir, tmp_path):
     assert result.exit_code == 3
     assert "generator.bias has shape (7,)" in result.stderr and "Traceback" not in result.output
     assert not (tmp_path / "avg" / checkpoint.MODEL_FILE).exists()
+
+
+def test_average_replaces_only_a_model_directory_and_only_with_force(kept_model_dir, tmp_path):
+    kept_model = kept_model_dir
+    out = tmp_path / "averaged"
+    assert invoke("average", kept_model, "--last", "2", "-o", out).exit_code == 0
+    before = (out / "model.pt").read_bytes()
+    again = invoke("average", kept_model, "--last", "1", "-o", out)
+    assert again.exit_code == 2 and "--force" in again.stderr
+    assert (out / "model.pt").read_bytes() == before
+    forced = invoke("average", kept_model, "--last", "1", "-o", out, "--force")
+    assert forced.exit_code == 0 and (out / "model.pt").read_bytes() != before
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "mine.txt").write_text("mine")
+    refused = invoke("average", kept_model, "--last", "1", "-o", notes, "--force")
+    assert refused.exit_code == 2 and "has no model.pt" in refused.stderr
+    assert (notes / "mine.txt").read_text() == "mine"
+    inside = invoke("average", kept_model, "--last", "1", "-o", kept_model / "checkpoints")
+    assert inside.exit_code == 2 and "lies inside" in inside.stderr

@@ -255,3 +255,17 @@ def test_bars_scale_to_the_longest_and_resolve_eighths():
     assert bar(100, 100, width=10) == "█" * 10
     assert bar(1, 100, width=10) == "▏"  # a tenth of a character rounds to an eighth
     assert bar(0, 100) == "" and bar(5, 0) == ""
+
+
+def test_save_hyp_refuses_to_overwrite_an_input(toy_model_dir, tmp_path):
+    from cli_runner import invoke
+
+    src, ref = tmp_path / "a.src", tmp_path / "a.ref"
+    src.write_text("apple river\n", encoding="utf-8")
+    ref.write_text("RIVER APPLE\n", encoding="utf-8")
+    for target in (src, ref):
+        before = target.read_bytes()
+        result = invoke("eval", "-m", toy_model_dir, "--src", src, "--ref", ref, "--save-hyp",
+                        target, "--metrics", "bleu")  # fmt: skip
+        assert result.exit_code == 2 and "is also an input here" in result.stderr
+        assert target.read_bytes() == before

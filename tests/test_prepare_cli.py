@@ -197,7 +197,7 @@ def test_pairs_with_text_on_one_side_only_are_dropped_with_a_warning(tmp_path):
 
 def test_existing_output_is_refused_unless_forced(corpus, tmp_path):
     out = tmp_path / "data"
-    out.mkdir()
+    assert _prepare(*_train_args(corpus), "-o", out).exit_code == 0
     (out / "keep.txt").write_text("mine")
     _assert_clean_error(_prepare(*_train_args(corpus), "-o", out), str(out), "--force")
     assert (out / "keep.txt").read_text() == "mine"
@@ -205,6 +205,24 @@ def test_existing_output_is_refused_unless_forced(corpus, tmp_path):
     assert result.exit_code == 0, result.output
     assert not (out / "keep.txt").exists()
     assert load_data_dir(out).has_split("train")
+
+
+def test_force_never_replaces_a_directory_nmt_did_not_write_or_one_holding_an_input(
+    corpus, tmp_path
+):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    _assert_clean_error(
+        _prepare(*_train_args(corpus), "-o", mine, "--force"), str(mine), "has no prepare.json"
+    )
+    assert (mine / "notes.txt").read_text() == "mine"
+    holder = Path(_train_args(corpus)[1]).parent  # the directory the corpus is read from
+    before = sorted(p.name for p in holder.iterdir())
+    _assert_clean_error(
+        _prepare(*_train_args(corpus), "-o", holder, "--force"), str(holder), "an input here"
+    )
+    assert sorted(p.name for p in holder.iterdir()) == before
 
 
 def test_an_output_path_through_a_file_is_refused_with_what_blocks_it(corpus, tmp_path):

@@ -16,11 +16,14 @@ def average(
     ),
     last: int = typer.Option(..., "--last", help="Average the last N kept checkpoints."),
     output: Path = typer.Option(..., "-o", "--output", help="Model directory to write."),
+    force: bool = typer.Option(
+        False, "--force", help="Replace OUTPUT if it holds a model (once the new one is written)."
+    ),
 ) -> None:
     """Average the weights of a model's last N kept checkpoints into a new model directory."""
     from nmt_cli.averaging import average_checkpoints
     from nmt_cli.cli.boundary import stderr_console
 
-    done = average_checkpoints(model_dir, last, output)
+    done = average_checkpoints(model_dir, last, output, force)
     names = ", ".join(path.name for path in done.sources)
     stderr_console().print(f"averaged {names} into {done.out_dir}", markup=False)

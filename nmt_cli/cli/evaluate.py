@@ -60,6 +60,10 @@ def evaluate(
     model = model or None  # an empty list: no -m
     _check_sources(hyp, model, refs_paths, src, with_length)
     _check_model_options(model, save_hyp)
+    if save_hyp is not None:
+        from nmt_cli.atomic import check_not_above
+
+        check_not_above(save_hyp, [p for p in (src, compare, *refs_paths, *(model or [])) if p])
     metric_names, bounds = _parse_metrics(metrics), _parse_buckets(buckets)
     if plot is not None:
         from nmt_cli.render.plot import check_plot_path
@@ -122,7 +126,7 @@ def _check_model_options(model: list[Path] | None, save_hyp: Path | None) -> Non
 def _parse_metrics(text: str) -> list[str]:
     from nmt_cli.evaluate import check_metrics
 
-    names = [name.strip().lower() for name in text.split(",") if name.strip()]
+    names = list(dict.fromkeys(n.strip().lower() for n in text.split(",") if n.strip()))
     check_metrics(names)
     return names
 

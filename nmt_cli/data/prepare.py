@@ -142,7 +142,9 @@ def prepare(options: PrepareOptions, progress: OnEvent = ignore) -> PrepareRepor
     for source in (options.train, options.dev, options.test):
         for path in source.files if source else ():
             check_readable(path)
-    with staged_directory(options.output, force=options.force) as stage:
+    inputs = [path for source in (options.train, options.dev, options.test) if source
+              for path in source.files]  # fmt: skip
+    with staged_directory(options.output, options.force, inputs, MANIFEST) as stage:
         splits = _write_splits(options, stage, progress)
         tokenizers = _train_tokenizers(options, splits[0], stage, progress)
         _return_freed_memory()  # SentencePiece's tables, before encoding
