@@ -132,6 +132,9 @@ def _coerce(value: Any, expected: type, where: str) -> Any:
     raise ConfigError(f"{where} must be {expected.__name__}, got {value!r}")
 
 
+MAX_SEED = 2**32 - 1  # the largest seed every generator takes (numpy's, SentencePiece's)
+
+
 def _require(ok: bool, message: str) -> None:
     if not ok:
         raise ConfigError(message)
@@ -157,6 +160,7 @@ def validate(config: Config) -> Config:
         f"--batch-tokens must be in 1..10000000, got {t.batch_tokens}",
     )
     _require(2 <= t.max_len <= 100_000, f"--max-len must be in 2..100000, got {t.max_len}")
+    _require(0 <= t.seed <= MAX_SEED, f"--seed must be in 0..{MAX_SEED}, got {t.seed}")
     _require(
         t.schedule in ("plateau", "inverse_sqrt", "constant"),
         f"--schedule must be plateau, inverse_sqrt or constant, got {t.schedule!r}",

@@ -535,3 +535,10 @@ def test_a_stage_left_by_a_killed_prepare_is_removed_by_the_next_one(corpus, tmp
     assert _prepare(*_train_args(corpus), "-o", out).exit_code == 0
     assert not stale[0].exists() and all(other.is_dir() for other in others)
     assert load_data_dir(out).fingerprint
+
+
+@pytest.mark.parametrize("seed", ["-1", "4294967296"])
+def test_a_seed_out_of_range_is_a_one_line_error(corpus, tmp_path, seed):
+    out = tmp_path / "data"
+    _assert_clean_error(_prepare(*_train_args(corpus), "-o", out, f"--seed={seed}"), "--seed")
+    assert not out.exists()

@@ -62,3 +62,10 @@ def test_a_refused_resume_writes_nothing(toy_data_dir, tmp_path):
     assert _files(model) == before  # tokenizers and config.json untouched
     resumed = invoke("train", toy_data_dir, "-o", model, *TINY, "--max-steps", "10", "--resume")
     assert resumed.exit_code == 0 and "resumed: step 5" in resumed.stderr
+
+
+def test_a_training_seed_out_of_range_is_refused_before_anything_is_written(toy_data_dir, tmp_path):
+    for seed in ("-1", "4294967296"):
+        result = invoke("train", toy_data_dir, "-o", tmp_path / "m", f"--seed={seed}")
+        assert result.exit_code == 2 and "--seed must be in 0..4294967295" in result.stderr
+        assert not (tmp_path / "m").exists()

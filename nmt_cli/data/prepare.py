@@ -32,6 +32,7 @@ import numpy as np
 
 from nmt_cli import __version__
 from nmt_cli.atomic import staged_directory, write_text
+from nmt_cli.config import MAX_SEED
 from nmt_cli.data.clean import CleanOptions
 from nmt_cli.data.corpus import ParallelSource, check_readable
 from nmt_cli.data.datadir import (
@@ -97,6 +98,8 @@ class PrepareOptions:
                 raise ConfigError(f"--{split}-size {size} is negative: use 0 or more")
             if given is not None and size:
                 raise ConfigError(f"give --{split}-src/--{split}-tgt or --{split}-size, not both")
+        if not 0 <= self.seed <= MAX_SEED:
+            raise ConfigError(f"--seed must be in 0..{MAX_SEED}, got {self.seed}")
         if self.clean.max_len < 0:
             raise ConfigError(
                 f"--max-len {self.clean.max_len} is negative: use 0 (no limit) or more"
