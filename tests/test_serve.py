@@ -143,6 +143,7 @@ BAD = [
     (json.dumps({"q": ["apple"] * 9}).encode(), 413, "limit of 8"),
     (json.dumps({"q": "apple " * 100}).encode(), 413, "limit of 400"),
     (b"{" + b" " * 50_000 + b"}", 413, "more than this server reads"),
+    (b'{"q": ' + b"[" * 1_500 + b"]" * 1_500 + b"}", 400, "nests too deeply"),
 ]
 
 
@@ -156,6 +157,39 @@ def test_bad_requests_get_a_4xx_one_line_error_and_the_server_goes_on(
     assert message in error and "\n" not in error
     after = client.post("/translate", json={"q": LINES[1]})
     assert after.json()["translations"][0]["translation"] == expected[LINES[1]]
+
+
+def test_a_body_without_a_length_is_refused_once_past_the_limit():
+    import asyncio
+
+    from starlette.requests import Request
+
+    from nmt_cli.serve.app import _body
+    from nmt_cli.serve.requests import Limits, RequestError
+
+    received = []
+
+    async def receive():  # a chunked body far over the limit: no Content-Length
+        received.append(1)
+        return {"type": "http.request", "body": b" " * 10_000, "more_body": True}
+
+    request = Request({"type": "http", "method": "POST", "headers": []}, receive)
+    with pytest.raises(RequestError, match="more than this server reads"):
+        asyncio.run(_body(request, Limits()))
+    assert len(received) <= Limits().max_body_bytes // 10_000 + 1  # read no further
+
+
+def test_a_body_may_start_with_a_byte_order_mark(client, expected):
+    bom = client.post("/translate", content=("\ufeff" + json.dumps({"q": LINES[1]})).encode())
+    assert bom.status_code == 200
+    assert bom.json()["translations"][0]["translation"] == expected[LINES[1]]
+
+
+def test_a_number_of_more_digits_than_python_reads_is_a_bad_request():
+    from nmt_cli.serve.requests import Limits, RequestError, parse_body
+
+    with pytest.raises(RequestError, match="not usable JSON"):
+        parse_body(b'{"q": "apple", "beam": ' + b"9" * 5_000 + b"}", Limits())
 
 
 @pytest.mark.parametrize(

@@ -102,11 +102,17 @@ def create_app(
 
 
 async def _body(request: Request, limits: Limits) -> bytes:
-    """The body, refused unread when its declared length is over the limit."""
+    """The body, refused unread when its declared length is over the limit, and refused as
+    soon as more than the limit has come when it declares none (chunked)."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit():
         check_size(int(declared), limits)
-    return await request.body()
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        check_size(size, limits)
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -67,6 +67,7 @@ def parse_body(body: bytes, limits: Limits) -> Any:
         raise RequestError(
             f"the request body is not valid UTF-8 (byte {exc.start}): send UTF-8 JSON"
         ) from None
+    text = text.removeprefix("\ufeff")  # a byte-order mark, as files may start with
     if not text.strip():
         raise RequestError(f"the request body is empty: send JSON such as {TRANSLATE_EXAMPLE}")
     try:
@@ -76,6 +77,10 @@ def parse_body(body: bytes, limits: Limits) -> Any:
             f"the request body is not valid JSON ({exc.msg} at line {exc.lineno} column "
             f"{exc.colno})"
         ) from None
+    except RecursionError:
+        raise RequestError("the request body nests too deeply: send flat JSON") from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise RequestError(f"the request body is not usable JSON ({exc})") from None
 
 
 def translate_request(data: Any, limits: Limits) -> TranslateRequest:
