@@ -22,10 +22,16 @@ def check_device(name: str) -> str:
     return name
 
 
+MAX_THREADS = 1024  # more threads than any machine's cores help; far more crash the runtime
+
+
 def check_threads(threads: int) -> int:
-    """`threads` if it is 0 (torch's default) or more; else ConfigError (exit 2)."""
-    if threads < 0:
-        raise ConfigError(f"--threads must be 0 (torch's default) or more, got {threads}")
+    """`threads` if it is 0 (torch's default) to MAX_THREADS; else ConfigError (exit 2)."""
+    if not 0 <= threads <= MAX_THREADS:
+        raise ConfigError(
+            f"--threads must be from 0 (torch's default) to {MAX_THREADS}, got {threads} "
+            f"(this machine has {available_cores()} cores)"
+        )
     return threads
 
 

@@ -52,6 +52,9 @@ class Translation:
 SALIENCY_CHUNK = 32  # target steps whose saliency one backward pass computes
 
 
+MAX_LEN_FACTOR = 10  # --max-len at most this many times the training length limit
+
+
 @dataclass(eq=False)
 class Translator:
     """A loaded model directory: model, configuration and tokenizers."""
@@ -121,6 +124,25 @@ class Translator:
             translator.partners.append(cls.load(other, device, quantize, threads))
         return translator
 
+    def check(self, options: SearchOptions) -> SearchOptions:
+        """`options` if this model can search with them (ConfigError, exit 2, if not): a beam
+        wider than the target vocabulary holds no more hypotheses, only more memory."""
+        options.check()
+        vocab = self.config.model.tgt_vocab_size
+        if options.beam_size > vocab:
+            raise ConfigError(
+                f"--beam must be at most the target vocabulary of {vocab:,} pieces, got "
+                f"{options.beam_size}"
+            )
+        longest = MAX_LEN_FACTOR * self.config.train.max_len
+        if options.max_len > longest:
+            raise ConfigError(
+                f"--max-len must be at most {longest:,} pieces ({MAX_LEN_FACTOR}× the longest "
+                f"training sentence, {self.config.train.max_len}), got {options.max_len:,}: "
+                "exact beam search runs until no hypothesis could still win, up to that limit"
+            )
+        return options
+
     def translate_lines(
         self,
         lines: Iterable[str],
@@ -130,7 +152,7 @@ class Translator:
         with_attention: bool = False,
     ) -> Iterator[Translation]:
         """Translate lines in chunks (memory stays flat), yielding one Translation per line, in order."""
-        options.check()
+        self.check(options)
         iterator = iter(lines)
         while chunk := list(itertools.islice(iterator, chunk_size)):
             yield from self.translate_chunk(chunk, options, replace_unk, with_attention)
@@ -234,11 +256,12 @@ class Translator:
         return pieces
 
     def _forced_ids(self, source: str, target: str) -> tuple[np.ndarray, np.ndarray]:
-        """Both sides' ids, each normalised first (see `_encode_source`)."""
-        src_ids = np.asarray(
-            self.src_tokenizer.encode(normalize(source))[: self.max_source_pieces], dtype=np.int64
-        )
-        return src_ids, np.asarray(self.tgt_tokenizer.encode(normalize(target)), dtype=np.int64)
+        """Both sides' ids, each normalised first (see `_encode_source`) and cut to the pieces
+        the model was trained on (`max_source_pieces`: training's length limit, both sides)."""
+        limit = self.max_source_pieces
+        src_ids = self.src_tokenizer.encode(normalize(source))[:limit]
+        tgt_ids = self.tgt_tokenizer.encode(normalize(target))[:limit]
+        return np.asarray(src_ids, dtype=np.int64), np.asarray(tgt_ids, dtype=np.int64)
 
     def _piece_names(self, src_ids: np.ndarray, tgt_ids: np.ndarray) -> tuple[list[str], list[str]]:
         src_pieces = [self.src_tokenizer.id_to_piece(int(i)) for i in src_ids]

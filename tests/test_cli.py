@@ -259,6 +259,19 @@ def test_align_warns_of_a_source_longer_than_the_model_reads(toy_model_dir):
     assert warning in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
+def test_align_cuts_a_target_longer_than_the_model_reads_and_says_so(toy_model_dir):
+    from nmt_cli import checkpoint
+
+    limit = checkpoint.load_model(toy_model_dir, "cpu").config.train.max_len
+    long = " ".join(["RIVER APPLE"] * limit * 20)
+    result = invoke("align", "-m", toy_model_dir, "--json", input=f"apple river ||| {long}\n")
+    assert result.exit_code == 0, result.output
+    warning = f"<stdin> line 1: the target is longer than the model's {limit} pieces"
+    assert warning in result.stderr
+    record = json.loads(result.stdout)
+    assert len(record["tgt_words"]) <= limit and len(record["weights"]) <= limit
+
+
 def test_align_line_without_separator_is_an_error(toy_model_dir):
     result = invoke("align", "-m", toy_model_dir, input="a ||| A\nno separator here\n")
     assert result.exit_code == 2 and "line 2" in result.stderr
@@ -459,3 +472,17 @@ def test_align_with_include_eos_checks_gold_links_against_the_real_words(toy_mod
     assert "link 0-2 lies outside the sentence (2 source words, 2 target words)" in " ".join(
         result.stderr.split()
     )
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--beam", "1000000"], "--beam must be at most the target vocabulary of"),
+        (["--max-len", "100000000"], "--max-len must be at most"),
+        (["--threads", "100000"], "--threads must be from 0 (torch's default) to 1024"),
+    ],
+)
+def test_translate_refuses_values_too_large_to_finish(toy_model_dir, flags, message):
+    result = invoke("translate", "-m", toy_model_dir, *flags, input="apple river\n")
+    assert result.exit_code == 2 and result.stdout == "" and "Traceback" not in result.output
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1

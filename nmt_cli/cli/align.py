@@ -226,17 +226,21 @@ def _single_character_rates(rates) -> bool:
 
 
 def _warn_when_cut(pairs, translator, name: str):
-    """The pairs, with a warning for each source longer than the model reads (its words past
+    """The pairs, with a warning for each side longer than the model reads (its words past
     that get no links)."""
     from nmt_cli.cli.boundary import warn
 
     limit = translator.max_source_pieces
     for number, (source, target) in enumerate(pairs, start=1):
-        if len(translator.src_tokenizer.encode(source)) > limit:
-            warn(
-                f"{name} line {number}: the source is longer than the model's {limit} pieces; "
-                f"aligned its first {limit} (the words after them get no links)"
-            )
+        for side, text, tokenizer in (
+            ("source", source, translator.src_tokenizer),
+            ("target", target, translator.tgt_tokenizer),
+        ):
+            if len(tokenizer.encode(text)) > limit:
+                warn(
+                    f"{name} line {number}: the {side} is longer than the model's {limit} "
+                    f"pieces; aligned its first {limit} (the words after them get no links)"
+                )
         yield source, target
 
 

@@ -85,6 +85,7 @@ def translate(
     translator = Translator.load(
         first, device, quantize, threads, shortlist=shortlist, partners=partners
     )
+    translator.check(options)
     if input is None and sys.stdin.isatty():
         _prompt_loop(translator, options)
         return
