@@ -269,3 +269,16 @@ def test_save_hyp_refuses_to_overwrite_an_input(toy_model_dir, tmp_path):
                         target, "--metrics", "bleu")  # fmt: skip
         assert result.exit_code == 2 and "is also an input here" in result.stderr
         assert target.read_bytes() == before
+
+
+def test_a_line_too_long_for_ter_is_refused_naming_it_and_bleu_still_scores(tmp_path):
+    from cli_runner import invoke
+
+    hyp, ref = tmp_path / "hyp.txt", tmp_path / "ref.txt"
+    hyp.write_text("a b c\n" + "word " * 6_000 + "\n", encoding="utf-8")
+    ref.write_text("a b c\nword word\n", encoding="utf-8")
+    refused = invoke("eval", "--hyp", hyp, "--ref", ref)  # TER is among the default metrics
+    assert refused.exit_code == 2 and "Traceback" not in refused.output
+    assert f"{hyp} line 2 has 6,000 words, more than TER scores" in refused.stderr
+    scored = invoke("eval", "--hyp", hyp, "--ref", ref, "--metrics", "bleu,chrf")
+    assert scored.exit_code == 0 and "BLEU" in scored.stdout

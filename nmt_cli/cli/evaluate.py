@@ -70,6 +70,12 @@ def evaluate(
 
         check_plot_path(plot)
     texts = _read_inputs(hyp, refs_paths, src, compare)
+    if "ter" in metric_names:
+        from nmt_cli.evaluate import check_ter_lengths
+
+        scored = [("hyp", hyp), ("compare", compare)]
+        check_ter_lengths([(path, texts[key]) for key, path in scored if path is not None])
+        check_ter_lengths(list(zip(refs_paths, texts["refs"], strict=True)))
     hyps, name_a = texts["hyp"], str(hyp)
     if model is not None:
         from nmt_cli.translator import SearchOptions, Translator
