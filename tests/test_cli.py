@@ -486,3 +486,12 @@ def test_translate_refuses_values_too_large_to_finish(toy_model_dir, flags, mess
     result = invoke("translate", "-m", toy_model_dir, *flags, input="apple river\n")
     assert result.exit_code == 2 and result.stdout == "" and "Traceback" not in result.output
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_align_says_when_the_gold_links_fit_only_counted_from_one(toy_model_dir, tmp_path):
+    gold = tmp_path / "gold.align"
+    gold.write_text("1-2 2-1\n3-3 1-1\n", encoding="utf-8")  # 1-based: 3-3 is outside pair 2
+    text = "apple river ||| RIVER APPLE\ngreen bird sun ||| SUN BIRD GREEN\n"
+    result = invoke("align", "-m", toy_model_dir, "--view", "none", "--gold", gold, input=text)
+    assert result.exit_code == 0, result.output
+    assert "the file may count words from 1" in " ".join(result.stderr.split())

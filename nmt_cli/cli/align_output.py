@@ -104,6 +104,14 @@ class AlignOutput:
         else:
             console.print(render_heatmap(*grid, pair.links, max_width=console.width))
 
+    def _fits_one_based(self, gold) -> bool:
+        """Whether every gold link, each number lowered by one, lies inside its sentence pair."""
+        return all(
+            1 <= i <= n_src and 1 <= j <= n_tgt
+            for ref, (n_src, n_tgt) in zip(gold, self.lengths, strict=False)
+            for i, j in ref.possible
+        )
+
     def _fits_swapped(self, gold) -> bool:
         """Whether every gold link, read as target-source, lies inside its sentence pair."""
         return all(
@@ -126,7 +134,13 @@ class AlignOutput:
             warn(f"{self.gold_path}: {problem}")
         if len(problems) > 5:
             warn(f"… and {len(problems) - 5} more out-of-range gold links")
-        if problems and self._fits_swapped(gold):
+        if problems and self._fits_one_based(gold):
+            warn(
+                f"{self.gold_path}: every gold link fits the sentences with both numbers lowered "
+                "by one: the file may count words from 1; Pharaoh links count from 0 (subtract "
+                "1 from each number)"
+            )
+        elif problems and self._fits_swapped(gold):
             warn(
                 f"{self.gold_path}: every gold link fits the sentences with its two numbers "
                 "swapped: the file may list target-source links; swap each i-j to j-i "
