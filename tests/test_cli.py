@@ -495,3 +495,28 @@ def test_align_says_when_the_gold_links_fit_only_counted_from_one(toy_model_dir,
     result = invoke("align", "-m", toy_model_dir, "--view", "none", "--gold", gold, input=text)
     assert result.exit_code == 0, result.output
     assert "the file may count words from 1" in " ".join(result.stderr.split())
+
+
+def test_no_path_option_is_checked_for_readability_by_click():
+    """click would answer an unreadable path with a boxed usage message (exit 2 even for a
+    model directory); nmt's own checks answer in one line with the kind's exit code
+    (tests/robustness/test_bad_paths.py runs them where the tests do not run as root)."""
+    import typer.main
+
+    from nmt_cli.cli.app import app
+
+    group = typer.main.get_command(app)
+    paths = [
+        (name, param.name)
+        for name, command in group.commands.items()
+        for param in command.params
+        if hasattr(param.type, "readable")
+    ]
+    assert len(paths) > 10  # every command's files and directories
+    readable = [
+        (name, param.name)
+        for name, command in group.commands.items()
+        for param in command.params
+        if getattr(param.type, "readable", False)
+    ]
+    assert readable == []

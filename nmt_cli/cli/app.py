@@ -32,7 +32,15 @@ class _HelpAsWritten:
 
 
 class _Command(_HelpAsWritten, typer.core.TyperCommand):
-    pass
+    """A command whose path options are checked by the command itself: click's own check of
+    a path it cannot read ends in a boxed usage message, where nmt's checks give one line
+    naming the file, with the exit code of its kind (2 for a file, 3 for a model directory)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if getattr(param.type, "readable", False):  # a path type (typer's own click)
+                param.type.readable = False
 
 
 class _Group(_HelpAsWritten, typer.core.TyperGroup):

@@ -147,6 +147,8 @@ def _check_serve_options(
 ) -> None:
     from nmt_cli.errors import ConfigError
 
+    if max_beam < 1:
+        raise ConfigError(f"--max-beam must be at least 1, got {max_beam}")
     if not 1 <= beam <= max_beam:
         raise ConfigError(f"--beam must be from 1 to --max-beam ({max_beam}), got {beam}")
     for name, value in (
