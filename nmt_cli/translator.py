@@ -79,6 +79,11 @@ class Translator:
     def max_source_pieces(self) -> int:
         return self.config.train.max_len
 
+    @property
+    def max_target_pieces(self) -> int:
+        """The longest output `--max-len` may ask for, and the most target pieces aligned."""
+        return MAX_LEN_FACTOR * self.config.train.max_len
+
     @classmethod
     def load(
         cls,
@@ -134,7 +139,7 @@ class Translator:
                 f"--beam must be at most the target vocabulary of {vocab:,} pieces, got "
                 f"{options.beam_size}"
             )
-        longest = MAX_LEN_FACTOR * self.config.train.max_len
+        longest = self.max_target_pieces
         if options.max_len > longest:
             raise ConfigError(
                 f"--max-len must be at most {longest:,} pieces ({MAX_LEN_FACTOR}× the longest "
@@ -256,11 +261,11 @@ class Translator:
         return pieces
 
     def _forced_ids(self, source: str, target: str) -> tuple[np.ndarray, np.ndarray]:
-        """Both sides' ids, each normalised first (see `_encode_source`) and cut to the pieces
-        the model was trained on (`max_source_pieces`: training's length limit, both sides)."""
-        limit = self.max_source_pieces
-        src_ids = self.src_tokenizer.encode(normalize(source))[:limit]
-        tgt_ids = self.tgt_tokenizer.encode(normalize(target))[:limit]
+        """Both sides' ids, each normalised first (see `_encode_source`), the source cut to the
+        pieces the model reads (`max_source_pieces`), the target to the longest output it may
+        write (`max_target_pieces`: a pasted document is not aligned piece by piece)."""
+        src_ids = self.src_tokenizer.encode(normalize(source))[: self.max_source_pieces]
+        tgt_ids = self.tgt_tokenizer.encode(normalize(target))[: self.max_target_pieces]
         return np.asarray(src_ids, dtype=np.int64), np.asarray(tgt_ids, dtype=np.int64)
 
     def _piece_names(self, src_ids: np.ndarray, tgt_ids: np.ndarray) -> tuple[list[str], list[str]]:

@@ -230,18 +230,18 @@ def _warn_when_cut(pairs, translator, name: str):
     that get no links)."""
     from nmt_cli.cli.boundary import warn
 
-    limit = translator.max_source_pieces
-    for number, (source, target) in enumerate(pairs, start=1):
-        for side, text, tokenizer in (
-            ("source", source, translator.src_tokenizer),
-            ("target", target, translator.tgt_tokenizer),
-        ):
+    sides = (
+        ("source", translator.src_tokenizer, translator.max_source_pieces, "the model's"),
+        ("target", translator.tgt_tokenizer, translator.max_target_pieces, "the longest output's"),
+    )
+    for number, pair in enumerate(pairs, start=1):
+        for text, (side, tokenizer, limit, whose) in zip(pair, sides, strict=True):
             if len(tokenizer.encode(text)) > limit:
                 warn(
-                    f"{name} line {number}: the {side} is longer than the model's {limit} "
-                    f"pieces; aligned its first {limit} (the words after them get no links)"
+                    f"{name} line {number}: the {side} is longer than {whose} {limit} pieces; "
+                    f"aligned its first {limit} (the words after them get no links)"
                 )
-        yield source, target
+        yield pair
 
 
 def _check_options(options) -> None:
