@@ -371,8 +371,13 @@ def _changed_model_options(saved: dict, wanted: dict | None) -> str:
     return ", ".join(
         f"--{name.replace('_', '-')} {saved[name]} → {value}"
         for name, value in wanted.items()
-        if name in saved and saved[name] != value
+        if name in saved and saved[name] != value and name not in _FREE_ON_RESUME
     )
+
+
+# [model] options that shape no weight: a resumed run may change them (dropout), or derives
+# them from [train] (the step guided alignment trains the attention at)
+_FREE_ON_RESUME = frozenset({"dropout", "align_shift"})
 
 
 def copy_tokenizers(src_spm: Path, tgt_spm: Path, model_dir: Path) -> None:

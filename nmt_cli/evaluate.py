@@ -138,12 +138,18 @@ TER_MAX_WORDS = 5_000
 
 
 def check_ter_lengths(files: Sequence[tuple[Path, Sequence[str]]]) -> None:
-    """Refuse, naming the file and line, a line too long for TER (`TER_MAX_WORDS` words)."""
+    """Refuse, naming the file and line, a line too long for TER (`TER_MAX_WORDS` words,
+    each Chinese or Japanese character counted as one, as TER's Asian support splits them)."""
     for path, lines in files:
         for number, line in enumerate(lines, start=1):
-            if len(line) > TER_MAX_WORDS and len(words := line.split()) > TER_MAX_WORDS:
+            if len(line) <= TER_MAX_WORDS:  # never more words than characters
+                continue
+            words = len(_ANY_LETTER.findall(line)) + sum(
+                1 for word in line.split() if not _ANY_LETTER.search(word)
+            )
+            if words > TER_MAX_WORDS:
                 raise InputError(
-                    f"{path} line {number} has {len(words):,} words, more than TER scores "
+                    f"{path} line {number} has {words:,} words, more than TER scores "
                     f"({TER_MAX_WORDS:,}: its memory grows with the square of the length): "
                     "split the line, or leave TER out with --metrics bleu,chrf"
                 )

@@ -154,8 +154,8 @@ def choice_flags(
         flags.append(f"--grow-threshold {grow}")
     if prior is not None:
         flags.append(f"--corpus-prior {prior}")
-    if weights == "attention":  # the only weights --shift applies to
-        flags.append(f"--shift {shift}")
+    if weights == "attention":  # the grid shifts the attention alone; its `both` rows read
+        flags.append(f"--shift {shift}")  # unshifted attention: unguided models' default
     if include_eos:
         flags.append("--include-eos")
     return " ".join(flags)

@@ -282,3 +282,12 @@ def test_a_line_too_long_for_ter_is_refused_naming_it_and_bleu_still_scores(tmp_
     assert f"{hyp} line 2 has 6,000 words, more than TER scores" in refused.stderr
     scored = invoke("eval", "--hyp", hyp, "--ref", ref, "--metrics", "bleu,chrf")
     assert scored.exit_code == 0 and "BLEU" in scored.stdout
+
+
+def test_ter_counts_each_chinese_character_as_a_word_for_its_length_limit():
+    from nmt_cli.errors import InputError
+    from nmt_cli.evaluate import check_ter_lengths
+
+    with pytest.raises(InputError, match="line 1 has 6,000 words"):
+        check_ter_lengths([("zh.txt", ["我喜欢吃桔子" * 1_000])])
+    check_ter_lengths([("zh.txt", [" ".join("我喜欢吃桔子" * 800)])])  # 4,800 words: fine

@@ -69,3 +69,11 @@ def test_a_training_seed_out_of_range_is_refused_before_anything_is_written(toy_
         result = invoke("train", toy_data_dir, "-o", tmp_path / "m", f"--seed={seed}")
         assert result.exit_code == 2 and "--seed must be in 0..4294967295" in result.stderr
         assert not (tmp_path / "m").exists()
+
+
+def test_a_resume_may_change_dropout(toy_data_dir, tmp_path):
+    model = tmp_path / "model"
+    assert invoke("train", toy_data_dir, "-o", model, *TINY, "--max-steps", "5").exit_code == 0
+    resumed = invoke("train", toy_data_dir, "-o", model, *TINY, "--max-steps", "8", "--resume",
+                     "--dropout", "0.3")  # fmt: skip
+    assert resumed.exit_code == 0, resumed.output

@@ -229,6 +229,7 @@ def _warn_when_cut(pairs, translator, name: str):
     """The pairs, with a warning for each side longer than the model reads (its words past
     that get no links)."""
     from nmt_cli.cli.boundary import warn
+    from nmt_cli.data.clean import normalize
 
     sides = (
         ("source", translator.src_tokenizer, translator.max_source_pieces, "the model's"),
@@ -236,7 +237,7 @@ def _warn_when_cut(pairs, translator, name: str):
     )
     for number, pair in enumerate(pairs, start=1):
         for text, (side, tokenizer, limit, whose) in zip(pair, sides, strict=True):
-            if len(tokenizer.encode(text)) > limit:
+            if len(tokenizer.encode(normalize(text))) > limit:  # as `nmt align` encodes it
                 warn(
                     f"{name} line {number}: the {side} is longer than {whose} {limit} pieces; "
                     f"aligned its first {limit} (the words after them get no links)"

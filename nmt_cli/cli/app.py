@@ -32,6 +32,10 @@ class _HelpAsWritten:
 
 
 class _Command(_HelpAsWritten, typer.core.TyperCommand):
+    pass
+
+
+class _OwnPathChecks(_Command):
     """A command whose path options are checked by the command itself: click's own check of
     a path it cannot read ends in a boxed usage message, where nmt's checks give one line
     naming the file, with the exit code of its kind (2 for a file, 3 for a model directory)."""
@@ -73,13 +77,13 @@ def _root(
     """Attention-based neural machine translation: prepare → train → translate → eval → align."""
 
 
-app.command("prepare", cls=_Command)(prepare.prepare)
+app.command("prepare", cls=_OwnPathChecks)(prepare.prepare)
 app.command("train", cls=_Command)(train.train)
-app.command("translate", cls=_Command)(translate.translate)
-app.command("eval", cls=_Command)(evaluate.evaluate)
-app.command("align", cls=_Command)(align.align)
+app.command("translate", cls=_OwnPathChecks)(translate.translate)
+app.command("eval", cls=_OwnPathChecks)(evaluate.evaluate)
+app.command("align", cls=_OwnPathChecks)(align.align)
 app.command("shortlist", cls=_Command)(shortlist.shortlist)
-app.command("average", cls=_Command)(average.average)
+app.command("average", cls=_OwnPathChecks)(average.average)
 app.command("serve", cls=_Command)(serve.serve)
 
 
