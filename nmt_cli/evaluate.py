@@ -95,10 +95,17 @@ class EvalReport:
 
 
 def read_lines(path: str | os.PathLike) -> list[str]:
-    """Read a text file by the one rule of `nmt_cli.lines`, without trailing whitespace."""
+    """Read a text file by the one rule of `nmt_cli.lines`, without trailing whitespace;
+    "-" reads standard input (as sacreBLEU reads a system's output)."""
+    from nmt_cli.lines import iter_lines, open_input
     from nmt_cli.lines import read_lines as read_text_lines
 
-    lines = [line.rstrip() for line in read_text_lines(Path(path), nul="space")]
+    if str(path) == "-":
+        stream, name = open_input(None)
+        lines = [line.rstrip() for line in iter_lines(stream, name, nul="space")]
+        path = name
+    else:
+        lines = [line.rstrip() for line in read_text_lines(Path(path), nul="space")]
     if not lines:
         raise InputError(f"{path} is empty: pass a file with one sentence per line")
     return lines

@@ -291,3 +291,18 @@ def test_ter_counts_each_chinese_character_as_a_word_for_its_length_limit():
     with pytest.raises(InputError, match="line 1 has 6,000 words"):
         check_ter_lengths([("zh.txt", ["我喜欢吃桔子" * 1_000])])
     check_ter_lengths([("zh.txt", [" ".join("我喜欢吃桔子" * 800)])])  # 4,800 words: fine
+
+
+def test_hypotheses_may_come_on_standard_input(tmp_path):
+    from cli_runner import invoke
+
+    ref = tmp_path / "ref.txt"
+    ref.write_text("a b c d\ne f g h\n", encoding="utf-8")
+    piped = invoke(
+        "eval", "--hyp", "-", "--ref", ref, "--metrics", "bleu", input="a b c d\ne f g h\n"
+    )
+    assert piped.exit_code == 0 and "100.00" in piped.stdout
+    short = invoke("eval", "--hyp", "-", "--ref", ref, "--metrics", "bleu", input="a b c d\n")
+    assert short.exit_code == 2 and "<stdin> has 1 line but" in short.stderr
+    twice = invoke("eval", "--hyp", "-", "--ref", "-", input="a\n")
+    assert twice.exit_code == 2 and "only one file can be read from standard input" in twice.stderr

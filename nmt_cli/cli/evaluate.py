@@ -17,7 +17,7 @@ from nmt_cli.cli.options import batch_size_option, beam_option, given, model_opt
 @command_boundary
 def evaluate(
     hyp: Path | None = given(
-        "--hyp", "Translations to score, one sentence per line (plain or .gz).", "FILE"
+        "--hyp", "Translations to score, one sentence per line (plain or .gz; - for stdin).", "FILE"
     ),
     ref: list[Path] | None = given(
         "--ref", "Reference translations; repeat --ref for several references.", "FILE"
@@ -155,14 +155,21 @@ def _read_inputs(
     hyp: Path | None, refs: list[Path], src: Path | None, compare: Path | None
 ) -> dict:
     """Read every given file and check that they have the same number of lines."""
+    from nmt_cli.errors import ConfigError
     from nmt_cli.evaluate import check_line_counts, read_lines
 
     named = {"hyp": hyp, "src": src, "compare": compare}
+    if sum(str(path) == "-" for path in (*named.values(), *refs)) > 1:
+        raise ConfigError("only one file can be read from standard input ('-')")
     texts = {key: None if path is None else read_lines(path) for key, path in named.items()}
     texts["refs"] = [read_lines(path) for path in refs]
-    given = [(named[key], texts[key]) for key in ("hyp", "src") if named[key] is not None]
-    second = [(compare, texts["compare"])] if compare is not None else []
-    check_line_counts([*given, *zip(refs, texts["refs"], strict=True), *second])
+
+    def shown(path):
+        return "<stdin>" if str(path) == "-" else path
+
+    given = [(shown(named[key]), texts[key]) for key in ("hyp", "src") if named[key] is not None]
+    second = [(shown(compare), texts["compare"])] if compare is not None else []
+    check_line_counts([*given, *zip(map(shown, refs), texts["refs"], strict=True), *second])
     return texts
 
 
