@@ -91,8 +91,8 @@ def staged_directory(
 ) -> Iterator[Path]:
     """Yield an empty temporary directory that becomes `final` only if the block succeeds.
 
-    An existing `final` is refused unless `force`, in which case it is replaced only after
-    the new one is complete, and only if it holds `marker` (the file that shows nmt wrote it)
+    An existing `final` that is not empty is refused unless `force`, in which case it is
+    replaced only after the new one is complete, and only if it holds `marker` (the file that shows nmt wrote it)
     or nothing: another directory is never deleted. A `final` that is or holds one of the
     `inputs` is refused, forced or not. The directory and the files in it get the user's
     usual permissions (temporary ones start private). The temporary directory's name holds
@@ -103,7 +103,7 @@ def staged_directory(
     if final.exists() and not final.is_dir():
         raise InputError(f"{final} exists and is not a directory: remove it or choose another path")
     check_not_above(final, inputs)
-    if final.exists() and not force:
+    if final.exists() and not force and any(final.iterdir()):  # an empty one is taken as made
         raise InputError(f"{final} already exists: choose another output directory or add --force")
     if final.exists() and marker and not (final / marker).exists() and any(final.iterdir()):
         raise InputError(

@@ -542,3 +542,11 @@ def test_a_seed_out_of_range_is_a_one_line_error(corpus, tmp_path, seed):
     out = tmp_path / "data"
     _assert_clean_error(_prepare(*_train_args(corpus), "-o", out, f"--seed={seed}"), "--seed")
     assert not out.exists()
+
+
+def test_an_empty_output_directory_made_beforehand_is_used_without_force(corpus, tmp_path):
+    out = tmp_path / "data"
+    out.mkdir()
+    result = _prepare(*_train_args(corpus), "-o", out)
+    assert result.exit_code == 0, result.output
+    assert load_data_dir(out).has_split("train")
