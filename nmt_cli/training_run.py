@@ -81,6 +81,11 @@ def run_training(
     from nmt_cli.distributed import from_environment, shutdown
 
     data = load_data_dir(data_dir)
+    if Path(output).resolve() == Path(data_dir).resolve():
+        raise ConfigError(
+            f"-o {output} is the data directory: give the model its own directory (e.g. "
+            f"{Path(output).name}-model)"
+        )
     base = None
     if resume and config_file is None and (output / checkpoint.CONFIG_FILE).exists():
         base = checkpoint.read_json(output / checkpoint.CONFIG_FILE)  # resume with the saved config

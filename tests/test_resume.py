@@ -77,3 +77,10 @@ def test_a_resume_may_change_dropout(toy_data_dir, tmp_path):
     resumed = invoke("train", toy_data_dir, "-o", model, *TINY, "--max-steps", "8", "--resume",
                      "--dropout", "0.3")  # fmt: skip
     assert resumed.exit_code == 0, resumed.output
+
+
+def test_the_model_directory_cannot_be_the_data_directory(toy_data_dir):
+    before = sorted(p.name for p in toy_data_dir.iterdir())
+    result = invoke("train", toy_data_dir, "-o", toy_data_dir, "--max-steps", "1")
+    assert result.exit_code == 2 and "is the data directory" in result.stderr
+    assert sorted(p.name for p in toy_data_dir.iterdir()) == before
