@@ -231,10 +231,13 @@ class Translator:
         attention = None
         if best.attention is not None:  # rows span the padded batch: keep this line's pieces
             attention = best.attention[:, : len(src_ids)].numpy()
-            if self.model.config.align_shift:  # row t: the step that aligns piece t (guided)
+            if self.align_shift > 1:  # the last piece aligns after the search's last step
+                tokens = np.asarray(best.tokens, dtype=np.int64)
+                attention = self._forced_rows(src_ids, tokens, self.align_shift - 1)
+            if self.align_shift:  # row t: the step that aligns piece t (guided)
                 from nmt_cli.alignment import shift_rows
 
-                attention = shift_rows(attention, self.model.config.align_shift)
+                attention = shift_rows(attention, self.align_shift)[: len(best.tokens) + 1]
         pieces = self._pieces(best, src_pieces, attention if replace_unk else None)
         alternatives = [(pieces_text(self._pieces(h, src_pieces, None)), h.score) for h in nbest]
         return Translation(
@@ -331,6 +334,12 @@ class Translator:
                 "align with; use --weights saliency"
             )
         src_ids, tgt_ids = self._forced_ids(source, target)
+        attention = self._forced_rows(src_ids, tgt_ids, extra)
+        return (*self._piece_names(src_ids, tgt_ids), attention)
+
+    @torch.inference_mode()
+    def _forced_rows(self, src_ids: np.ndarray, tgt_ids: np.ndarray, extra: int) -> np.ndarray:
+        """The attention (T+1+extra, S) of teacher-forced decoding over ids (see above)."""
         batch = collate([src_ids], [tgt_ids]).to(self.device)
         state = self.model.encode(batch.src, batch.src_lengths)
         inputs = batch.tgt_in[0].tolist() + [EOS_ID] * extra
@@ -339,8 +348,7 @@ class Translator:
             prev = torch.tensor([token], device=self.device)
             _, state, weights = self.model.step_log_probs(prev, state)
             rows.append(weights[0].float().cpu())
-        attention = torch.stack(rows).numpy()[:, : len(src_ids)]
-        return (*self._piece_names(src_ids, tgt_ids), attention)
+        return torch.stack(rows).numpy()[:, : len(src_ids)]
 
 
 class TranslationStream:

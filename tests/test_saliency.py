@@ -161,3 +161,23 @@ def test_a_bahdanau_model_is_read_two_steps_late_even_for_the_last_piece(toy_mod
     assert aligned.shape == plain.shape
     np.testing.assert_array_equal(aligned[count - 1], extended[count + 1])  # the last piece
     assert not np.allclose(aligned[count - 1], aligned[count - 2])
+
+
+def test_a_bahdanau_translation_is_aligned_at_the_step_after_its_last_piece(toy_model_dir):
+    """translate --align on a model read two steps late: the last piece's row is the
+    attention of the step after EOS, as forced alignment of the same output gives it."""
+    from nmt_cli.translator import SearchOptions
+
+    translator = Translator.load(toy_model_dir)
+    torch.manual_seed(0)
+    config = replace(translator.config.model, decoder_style="bahdanau", align_shift=2)
+    translator.model = Seq2Seq(config).eval()
+    options = SearchOptions(beam_size=2, max_len=6)
+    (translation,) = translator.translate_lines([PAIR[0]], options, with_attention=True)
+    tokens = np.array([translator.tgt_tokenizer.piece_to_id(p) for p in translation.pieces])
+    src_ids, _ = translator._forced_ids(PAIR[0], "")
+    rows = translator._forced_rows(src_ids, tokens, 1)  # one step past EOS
+    count = len(tokens)
+    assert translation.attention.shape == (count + 1, len(src_ids))
+    np.testing.assert_allclose(translation.attention[count - 1], rows[count + 1], atol=1e-5)
+    np.testing.assert_allclose(translation.attention[: count - 1], rows[2 : count + 1], atol=1e-5)
