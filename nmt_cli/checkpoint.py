@@ -92,6 +92,11 @@ def load(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]
             warnings.simplefilter("ignore")  # torch warns of foreign pickle protocols; refused
             payload = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as exc:
+        if not _looks_like_a_checkpoint(path):  # text, say: nothing was unpickled
+            raise ArtifactError(
+                f"{path} is not a PyTorch checkpoint (neither a zip archive nor a pickle); "
+                "retrain or copy the file again"
+            ) from None
         found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(exc))
         what = (
             f"it would import {found.group(1)}" if found else "it holds objects other than weights"
@@ -116,6 +121,13 @@ def load(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]
             f"{VERSION}: use the nmt version that wrote it, or retrain"
         )
     return payload
+
+
+def _looks_like_a_checkpoint(path: Path) -> bool:
+    """Whether the file starts as torch.save writes: a zip archive, or a pickle (protocol 2+)."""
+    with open(path, "rb") as handle:
+        head = handle.read(4)
+    return head.startswith(b"PK\x03\x04") or head[:1] == b"\x80"
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

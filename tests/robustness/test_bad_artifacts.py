@@ -138,6 +138,11 @@ def _random_model(model: Path) -> str:
     return "model.pt"
 
 
+def _text_model(model: Path) -> str:
+    (model / "model.pt").write_text("apple river\n" * 100)  # a text file copied over it
+    return "model.pt is not a PyTorch checkpoint"
+
+
 def _foreign_model(model: Path) -> str:
     torch.save({"state_dict": {"w": torch.zeros(3)}}, model / "model.pt")  # someone else's .pt
     return "model.pt"
@@ -191,6 +196,7 @@ MODEL_DAMAGE: list[Callable[[Path], str]] = [
     _truncated_model,
     _empty_model,
     _random_model,
+    _text_model,
     _foreign_model,
     _future_model,
     _model_without_config,
