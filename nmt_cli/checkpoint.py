@@ -87,16 +87,16 @@ def load(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]
         raise ArtifactError(
             f"{path} does not exist: train a model first (nmt train) or check the path"
         )
+    if path.stat().st_size and not _looks_like_a_checkpoint(path):  # text copied over it, say
+        raise ArtifactError(
+            f"{path} is not a PyTorch checkpoint (neither a zip archive nor a pickle); "
+            "retrain or copy the file again"
+        )
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # torch warns of foreign pickle protocols; refused
             payload = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as exc:
-        if not _looks_like_a_checkpoint(path):  # text, say: nothing was unpickled
-            raise ArtifactError(
-                f"{path} is not a PyTorch checkpoint (neither a zip archive nor a pickle); "
-                "retrain or copy the file again"
-            ) from None
         found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(exc))
         what = (
             f"it would import {found.group(1)}" if found else "it holds objects other than weights"
@@ -105,7 +105,7 @@ def load(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]
             f"{path} was refused: {what}, and loading it could run code; "
             "only load model files you trust, written by nmt"
         ) from None
-    except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError) as exc:
+    except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError, IndexError) as exc:
         raise ArtifactError(
             f"{path} is truncated or not an nmt checkpoint ({type(exc).__name__}); "
             "retrain or copy the file again"
