@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import logging
 import os
 import re
 from collections.abc import Iterator, Sequence
@@ -191,10 +192,33 @@ def bleu_tokenize(refs: Sequence[Sequence[str]]) -> str:
     return "char" if 10 * kana > spaced + adjacent + len(lines) else "zh"
 
 
+class _OncePerProcess(logging.Filter):
+    """Lets each distinct message through once: sacreBLEU's advice on tokenised text ("That's
+    100 lines that end in a tokenized period") came again at every validation and chunk."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message in self.seen:
+            return False
+        self.seen.add(message)
+        return True
+
+
+_SACREBLEU_ONCE = _OncePerProcess()
+
+
 def _make_metric(name: str, tokenize: str = "13a"):
     """A sacreBLEU metric object with the sacrebleu command's default settings (BLEU with the
     given tokenisation, see `bleu_tokenize`, and TER with its Asian support beside zh/char)."""
     from sacrebleu.metrics import BLEU, CHRF, TER
+
+    sacrebleu_log = logging.getLogger("sacrebleu")
+    if _SACREBLEU_ONCE not in sacrebleu_log.filters:
+        sacrebleu_log.addFilter(_SACREBLEU_ONCE)
 
     if name == "chrf++":
         return CHRF(word_order=2)

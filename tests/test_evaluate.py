@@ -315,3 +315,28 @@ def test_unsegmented_chinese_references_are_scored_by_character():
     assert bleu_tokenize([["나는 학교에 간다."]]) == "13a"  # Korean is written with spaces
     assert bleu_tokenize([["ありがとうございます。", "コンピューターを使います"]]) == "char"  # kana
     assert "tok:13a" in score(["我 的 朋友 起床 了 。"], [spaced[0][:1]], ["bleu"])[0].signature
+
+
+def test_sacrebleus_advice_on_tokenised_text_is_shown_once_per_process():
+    import logging
+
+    from nmt_cli.evaluate import _SACREBLEU_ONCE, evaluate_corpus
+
+    class Kept(logging.Handler):
+        def __init__(self):
+            super().__init__()
+            self.messages = []
+
+        def emit(self, record):
+            self.messages.append(record.getMessage())
+
+    kept, log = Kept(), logging.getLogger("sacrebleu")
+    log.addHandler(kept)
+    try:
+        _SACREBLEU_ONCE.seen.clear()
+        lines = ["a b c ."] * 300
+        for _ in range(3):  # a training run validates again and again
+            evaluate_corpus(lines, [lines], ["bleu"])
+    finally:
+        log.removeHandler(kept)
+    assert sum("tokenized period" in m for m in kept.messages) == 1

@@ -21,12 +21,14 @@ _console = None
 
 
 def stderr_console():
-    """A rich console on stderr: colour only on a terminal, NO_COLOR respected (rich does both)."""
+    """A rich console on stderr: colour only on a terminal, NO_COLOR respected (rich does both);
+    written to a file or pipe, a line of text stays one line (grep finds it whole)."""
     global _console
     if _console is None:
         from rich.console import Console
 
         _console = Console(stderr=True, highlight=False)
+        _console.soft_wrap = not _console.is_terminal
     return _console
 
 

@@ -11,7 +11,16 @@ from pathlib import Path
 import typer
 
 from nmt_cli.cli.boundary import command_boundary
-from nmt_cli.cli.options import batch_size_option, beam_option, given, model_option, option
+from nmt_cli.cli.options import (
+    batch_size_option,
+    beam_option,
+    check_device_options,
+    device_option,
+    given,
+    model_option,
+    option,
+    threads_option,
+)
 
 
 @command_boundary
@@ -51,6 +60,8 @@ def evaluate(
     ),
     beam: int = beam_option(help="With -m: beam size (1 = greedy)."),
     batch_size: int = batch_size_option(help="With -m: sentences per batch."),
+    device: str = device_option(),
+    threads: int = threads_option(),
 ) -> None:
     """Score translations with sacreBLEU, by source length, or against a second system."""
     from nmt_cli.evaluate import evaluate_corpus
@@ -81,7 +92,8 @@ def evaluate(
         from nmt_cli.translator import SearchOptions, Translator
 
         search = SearchOptions(beam_size=beam, batch_size=batch_size).check()
-        translator = Translator.load(model[0], device="auto", partners=model[1:])
+        check_device_options(device, threads)
+        translator = Translator.load(model[0], device, threads=threads, partners=model[1:])
         hyps = _translate(translator, texts["src"], search, save_hyp)
         name_a = str(save_hyp or f"{' + '.join(map(str, model))} on {src}")
     sources = texts["src"] if with_length else None

@@ -48,6 +48,7 @@ class TrainDisplay:
         self.live: Live | None = None
         self.last_train: dict[str, Any] = {}
         self.last_valid: dict[str, Any] = {}
+        self.started: dict[str, float] = {}  # when each counted task (the teacher) began
 
     def __enter__(self) -> TrainDisplay:
         if self.console.is_terminal:
@@ -74,6 +75,16 @@ class TrainDisplay:
             self.console.print(line, highlight=False, markup=False, soft_wrap=True)
 
     def _line(self, kind: str, e: dict[str, Any]) -> str | None:
+        if kind == "count":  # before training: the teacher's start and end (eflomal's links,
+            task, done, total = e["task"], e["done"], e["total"]  # tens of seconds, once)
+            if not task.startswith("aligning"):
+                return None
+            if done == 0:
+                self.started[task] = time.monotonic()
+                return f"{task}: {total:,} pairs…" if total else f"{task}…"
+            if total is not None and done >= total and task in self.started:
+                return f"{task}: done in {time.monotonic() - self.started.pop(task):.1f} s"
+            return None
         if kind == "config":
             m, t = e["config"]["model"], e["config"]["train"]
             model = " ".join(f"{k}={v}" for k, v in m.items())
@@ -106,10 +117,10 @@ class TrainDisplay:
             )
         if kind == "warning":
             return f"warning: {e['message']}"
-        if kind == "done":
+        if kind == "done":  # the epoch counted as the step lines count it: the one it is in
+            epoch = e["epoch"] + (1 if e.get("batch_index") else 0)
             return (
-                f"done: {e['step']} steps, {e['epoch']} epochs, {_best(e)}, "
-                f"{_clock(e['train_seconds'])}"
+                f"done: {e['step']} steps, epoch {epoch}, {_best(e)}, {_clock(e['train_seconds'])}"
             )
         return None
 
