@@ -144,7 +144,8 @@ class AlignOutput:
             warn(
                 f"{self.gold_path}: every gold link fits the sentences with its two numbers "
                 "swapped: the file may list target-source links; swap each i-j to j-i "
-                "(awk for Pharaoh files), or align in the direction it was made for"
+                "(in a NAACL file, the second and third columns), or align in the direction "
+                "it was made for (--src and --tgt swapped, with a model of that direction)"
             )
         console = stderr_console()
         score = score_alignments(self.predicted, gold)
