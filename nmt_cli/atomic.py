@@ -103,6 +103,11 @@ def staged_directory(
     if final.exists() and not final.is_dir():
         raise InputError(f"{final} exists and is not a directory: remove it or choose another path")
     check_not_above(final, inputs)
+    if final.exists() and final.resolve() in (Path.cwd(), *Path.cwd().parents):
+        raise InputError(
+            f"{final} is the current directory (or holds it), which cannot be replaced: "
+            "give the new directory a name of its own"
+        )
     if final.exists() and not force and any(final.iterdir()):  # an empty one is taken as made
         raise InputError(f"{final} already exists: choose another output directory or add --force")
     if final.exists() and marker and not (final / marker).exists() and any(final.iterdir()):

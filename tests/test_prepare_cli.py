@@ -550,3 +550,11 @@ def test_an_empty_output_directory_made_beforehand_is_used_without_force(corpus,
     result = _prepare(*_train_args(corpus), "-o", out)
     assert result.exit_code == 0, result.output
     assert load_data_dir(out).has_split("train")
+
+
+def test_the_current_directory_is_refused_as_output_before_any_work(corpus, tmp_path, monkeypatch):
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    _assert_clean_error(_prepare(*_train_args(corpus), "-o", "."), "is the current directory")
+    assert list(here.iterdir()) == []
