@@ -92,9 +92,9 @@ def staged_directory(
     """Yield an empty temporary directory that becomes `final` only if the block succeeds.
 
     An existing `final` that is not empty is refused unless `force`, in which case it is
-    replaced only after the new one is complete, and only if it holds `marker` (the file that shows nmt wrote it)
-    or nothing: another directory is never deleted. A `final` that is or holds one of the
-    `inputs` is refused, forced or not. The directory and the files in it get the user's
+    replaced only after the new one is complete, and only if it holds `marker` (the file
+    that shows nmt wrote it): another directory is never deleted. A `final` that is or holds
+    one of the `inputs`, or the current directory, is refused, forced or not. The directory and the files in it get the user's
     usual permissions (temporary ones start private). The temporary directory's name holds
     this host and process id, so a later run removes one left by a process that was killed
     (SIGKILL, a power cut) instead of leaving its files on the disk for good.
@@ -108,9 +108,10 @@ def staged_directory(
             f"{final} is the current directory (or holds it), which cannot be replaced: "
             "give the new directory a name of its own"
         )
-    if final.exists() and not force and any(final.iterdir()):  # an empty one is taken as made
+    occupied = final.exists() and any(final.iterdir())  # an empty one is taken as made
+    if occupied and not force:
         raise InputError(f"{final} already exists: choose another output directory or add --force")
-    if final.exists() and marker and not (final / marker).exists() and any(final.iterdir()):
+    if occupied and marker and not (final / marker).exists():
         raise InputError(
             f"{final} is not a directory nmt wrote (it has no {marker}), so --force does not "
             "replace it: choose another output directory"

@@ -87,12 +87,12 @@ def load(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]
         raise ArtifactError(
             f"{path} does not exist: train a model first (nmt train) or check the path"
         )
-    if path.stat().st_size and not _looks_like_a_checkpoint(path):  # text copied over it, say
-        raise ArtifactError(
-            f"{path} is not a PyTorch checkpoint (neither a zip archive nor a pickle); "
-            "retrain or copy the file again"
-        )
     try:
+        if not _looks_like_a_checkpoint(path):  # text copied over it, say
+            raise ArtifactError(
+                f"{path} is not a PyTorch checkpoint (neither a zip archive nor a pickle); "
+                "retrain or copy the file again"
+            )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # torch warns of foreign pickle protocols; refused
             payload = torch.load(path, map_location=map_location, weights_only=True)
@@ -124,10 +124,11 @@ def load(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]
 
 
 def _looks_like_a_checkpoint(path: Path) -> bool:
-    """Whether the file starts as torch.save writes: a zip archive, or a pickle (protocol 2+)."""
+    """Whether the file starts as torch.save writes: a zip archive, or a pickle (protocol 2+);
+    an empty file is left to torch.load, which names it truncated."""
     with open(path, "rb") as handle:
         head = handle.read(4)
-    return head.startswith(b"PK\x03\x04") or head[:1] == b"\x80"
+    return not head or head.startswith(b"PK\x03\x04") or head[:1] == b"\x80"
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

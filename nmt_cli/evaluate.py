@@ -140,8 +140,8 @@ def check_metrics(metrics: Sequence[str]) -> None:
             raise ConfigError(f"unknown metric {name!r}: choose from {', '.join(METRICS)}")
 
 
-# TER's edit distance takes memory growing with the square of a line's length: measured with
-# sacreBLEU 2.x, 3,000 words took 0.2 GB, 9,000 took 1.7 GB and 18,000 6.7 GB.
+# TER's edit distance takes memory growing with the square of a line's length: at this many
+# words it stays within a gigabyte or two, at a few times more it exhausts a laptop.
 TER_MAX_WORDS = 5_000
 
 
