@@ -19,11 +19,12 @@ def guided_alignment_loss(
     training for topic-aware NMT"): target piece t's links train the attention of step
     t + `shift` (`model.decoder.input_step_offset`). For one step it is smallest, at the
     entropy of q, when the attention equals q; steps without links (unaligned target words,
-    EOS) add nothing, nor do links whose step lies past the row's last real step (`lengths`
-    (B,): target pieces per row, whose steps are 0..length)."""
+    EOS) add nothing, nor do links of pieces past a row's end (`lengths` (B,): target pieces
+    per row; piece n − 1 is aligned at step n − 1 + shift, so `weights` needs shift − 1 steps
+    beyond the EOS step, see `Objective`)."""
     rows, steps, sources, targets = guide.rows, guide.steps + shift, guide.sources, guide.weights
     if shift:
-        last = lengths[rows] if lengths is not None else weights.size(1) - 1
+        last = lengths[rows] + shift - 1 if lengths is not None else weights.size(1) - 1
         keep = steps <= last
         rows, steps, sources, targets = rows[keep], steps[keep], sources[keep], targets[keep]
     chosen = weights[rows, steps, sources]
@@ -55,8 +56,15 @@ class Objective(torch.nn.Module):
         dominates the cost, and skipping padding here saves it outright.
         """
         guided = guide is not None and self.guided_alignment > 0
+        # A Bahdanau decoder (align_shift 2) attends with a state that has read the last piece
+        # one step after the EOS step: the decoder runs that step too, for its attention only.
+        extra = max(0, self.model.config.align_shift - 1) if guided else 0
+        if extra:
+            tgt_in = F.pad(tgt_in, (0, extra), value=PAD_ID)
         out = self.model(src, src_lengths, tgt_in, attention=guided)
-        vectors, weights = out if guided else (out, None)  # (B, T, O), (B, T, S)
+        vectors, weights = out if guided else (out, None)  # (B, T, O), (B, T + extra, S)
+        if extra:
+            vectors = vectors[:, :-extra]
         real = tgt_out != PAD_ID
         logits = self.model.generator(vectors[real]).float()  # (N, V)
         targets = tgt_out[real]

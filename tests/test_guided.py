@@ -13,6 +13,7 @@ from nmt_cli.batching import Guide, collate
 from nmt_cli.config import ModelConfig
 from nmt_cli.loss import Objective, guided_alignment_loss
 from nmt_cli.model.seq2seq import Seq2Seq
+from nmt_cli.specials import EOS_ID, PAD_ID
 
 
 def _guide(entries) -> Guide:
@@ -114,6 +115,40 @@ def test_objective_adds_the_weighted_guided_term_in_fused_and_step_paths(style, 
     model.zero_grad()
     guided.backward()  # the term reaches the attention's parameters
     assert model.decoder.attention.v.weight.grad.abs().sum() > 0
+
+
+def test_a_bahdanau_decoder_is_guided_on_its_last_piece_at_the_step_after_eos():
+    """align_shift 2: a Bahdanau decoder's query has read piece t at step t + 2, so the last
+    piece's links train the attention of the step after the EOS step, which the objective runs
+    for that attention only; each link reads the row forced decoding gives (pieces, then EOS)."""
+    model = _tiny(attention="additive", decoder_style="bahdanau", align_shift=2)
+    model.eval()
+    batch = _batch_with_guide()  # both rows have a link on their last piece
+    args = (batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_out)
+    plain, nll, _ = Objective(model, 0.0)(*args)
+    guided, guided_nll, alignment = Objective(model, 0.0, 1.0)(*args, batch.guide)
+    assert torch.allclose(guided_nll, nll)  # the extra step adds no prediction
+    expected = 0.0
+    with torch.no_grad():
+        for row in range(2):
+            length = int(batch.src_lengths[row])
+            state = model.encode(
+                batch.src[row : row + 1, :length], batch.src_lengths[row : row + 1]
+            )
+            pieces = int((batch.tgt_out[row] != PAD_ID).sum()) - 1
+            attention = []
+            for token in [*batch.tgt_in[row, : pieces + 1].tolist(), EOS_ID]:
+                _, state, weights = model.step_log_probs(torch.tensor([token]), state)
+                attention.append(weights[0])
+            guide = batch.guide
+            for r, piece, source, weight in zip(
+                guide.rows.tolist(), guide.steps.tolist(), guide.sources.tolist(),
+                guide.weights.tolist(), strict=True,
+            ):  # fmt: skip
+                if r == row:
+                    expected -= weight * torch.log(attention[piece + 2][source]).item()
+    assert alignment.item() == pytest.approx(expected, rel=1e-5)
+    assert guided.item() == pytest.approx(plain.item() + expected, rel=1e-5)
 
 
 def _links(n: int) -> str:
