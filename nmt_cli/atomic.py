@@ -94,12 +94,16 @@ def staged_directory(
     An existing `final` that is not empty is refused unless `force`, in which case it is
     replaced only after the new one is complete, and only if it holds `marker` (the file
     that shows nmt wrote it): another directory is never deleted. A `final` that is or holds
-    one of the `inputs`, or the current directory, is refused, forced or not. The directory and the files in it get the user's
-    usual permissions (temporary ones start private). The temporary directory's name holds
-    this host and process id, so a later run removes one left by a process that was killed
-    (SIGKILL, a power cut) instead of leaving its files on the disk for good.
+    one of the `inputs`, or the current directory, is refused, forced or not. A `final` that
+    is a symbolic link to a directory stands for that directory: it is the one replaced, and
+    the link stays. The directory and the files in it get the user's usual permissions
+    (temporary ones start private). The temporary directory's name holds this host and
+    process id, so a later run removes one left by a process that was killed (SIGKILL, a
+    power cut) instead of leaving its files on the disk for good.
     """
     final = Path(final)
+    if final.is_symlink() and final.is_dir():
+        final = final.resolve()
     if final.exists() and not final.is_dir():
         raise InputError(f"{final} exists and is not a directory: remove it or choose another path")
     check_not_above(final, inputs)
