@@ -550,3 +550,36 @@ def test_align_warns_of_a_cut_only_for_text_too_long_once_normalised(toy_model_d
     result = invoke("align", "-m", toy_model_dir, "--json", input=f"{source} ||| APPLE\n")
     assert result.exit_code == 0 and result.stderr == ""
     assert len(json.loads(result.stdout)["src_words"]) == 60
+
+
+def test_lines_typed_at_a_terminal_go_to_a_redirected_stdout_one_by_one(toy_model_dir):
+    """stdin a terminal, stdout a pipe: data on stdout (not the prompt's view on stderr), each
+    typed line answered before the next is typed; with --json too."""
+    import os
+    import pty
+    import select
+
+    typed = ["apple river stone", "green house"]
+    expected = invoke("translate", "-m", toy_model_dir, input="\n".join(typed) + "\n")
+    assert expected.exit_code == 0, expected.stderr
+    for extra, check in (
+        ((), lambda line: line),
+        (("--json",), lambda line: json.loads(line)["translation"]),
+    ):
+        leader, follower = pty.openpty()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "nmt_cli", "translate", "-m", str(toy_model_dir), *extra],
+            stdin=follower, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        os.close(follower)
+        answers = []
+        for line in typed:
+            os.write(leader, line.encode() + b"\n")
+            ready, _, _ = select.select([process.stdout], [], [], 60)
+            assert ready, "no answer before the next line was typed"
+            answers.append(check(process.stdout.readline().decode().rstrip("\n")))
+        os.write(leader, b"\x04")  # Ctrl-D
+        rest, errors = process.communicate(timeout=120)
+        os.close(leader)
+        assert process.returncode == 0, errors.decode()
+        assert rest == b"" and answers == expected.stdout.splitlines()

@@ -57,7 +57,12 @@ def translate(
     threads: int = threads_option(),
     device: str = device_option(),
 ) -> None:
-    """Translate text from stdin (or --input) to stdout, greedy or beam search."""
+    """Translate text from stdin (or --input) to stdout, greedy or beam search.
+
+    Lines typed at a terminal are translated one by one as they come. When stdout is the
+    terminal too (and no --json, --align or --nbest is asked for), each translation is shown
+    with where the model looked beneath it; Ctrl-D ends.
+    """
     import sys
 
     from nmt_cli.lines import UntilError, check_on_invalid, iter_lines, open_input
@@ -86,16 +91,20 @@ def translate(
         first, device, quantize, threads, shortlist=shortlist, partners=partners
     )
     translator.check(options)
-    if input is None and sys.stdin.isatty():
-        _prompt_loop(translator, options)
+    typed = input is None and sys.stdin.isatty()
+    # The prompt (a translation and where the model looked, on the terminal) only where it is
+    # all the user sees: stdout redirected or a data format asked for gets the data on stdout.
+    if typed and sys.stdout.isatty() and not (json_output or align or nbest > 1):
+        _prompt_loop(translator, options, replace_unk)
         return
     stream, name = open_input(input)
     lines = UntilError(iter_lines(stream, name, on_invalid))
     with_attention = align or json_output
+    chunk = 1 if typed else 256  # a typed line is answered before the next is read
     results = translator.translate_lines(
         lines,
         options,
-        chunk_size=256,
+        chunk_size=chunk,
         replace_unk=replace_unk,
         with_attention=with_attention or replace_unk,
     )
@@ -103,7 +112,7 @@ def translate(
     out = sys.stdout
     for number, translation in enumerate(results, start=1):
         out.write(write(number, translation))
-        if number % 256 == 0:
+        if number % chunk == 0:
             out.flush()
     out.flush()
     lines.check()  # an unreadable line fails only after every line before it is written
@@ -136,8 +145,9 @@ def _writer(translator, json_output: bool, align: bool, nbest: int):
     return write
 
 
-def _prompt_loop(translator, options) -> None:
-    """When stdin is a terminal: translate each typed line; show where the model looked under it. Ctrl-D or Ctrl-C ends."""
+def _prompt_loop(translator, options, replace_unk: bool = False) -> None:
+    """Translate each line typed at a terminal and show where the model looked under it, on
+    the terminal (stderr); Ctrl-D or Ctrl-C ends."""
     from rich.markup import escape
 
     from nmt_cli.aligner import translation_words
@@ -154,7 +164,7 @@ def _prompt_loop(translator, options) -> None:
             return
         if not line.strip():
             continue
-        result = translator.translate_chunk([line], options, with_attention=True)[0]
+        result = translator.translate_chunk([line], options, replace_unk, with_attention=True)[0]
         console.print(f"[bold green]{escape(result.text)}[/]", markup=True, highlight=False)
         words = translation_words(result)
         if words is not None:
