@@ -583,3 +583,17 @@ def test_lines_typed_at_a_terminal_go_to_a_redirected_stdout_one_by_one(toy_mode
         os.close(leader)
         assert process.returncode == 0, errors.decode()
         assert rest == b"" and answers == expected.stdout.splitlines()
+
+
+def test_align_refuses_tab_separated_pairs_on_stdin_and_names_tsv(toy_model_dir, tmp_path):
+    result = invoke("align", "-m", toy_model_dir, input="\napple river\tRIVER APPLE\n")
+    assert result.exit_code == 2 and result.stdout == ""  # not translated as one source line
+    assert "<stdin> line 2 holds a tab" in result.stderr and "--tsv" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    tsv = tmp_path / "pairs.tsv"
+    tsv.write_text("apple river\tRIVER APPLE\n", encoding="utf-8")
+    given = invoke("align", "-m", toy_model_dir, "--tsv", tsv, "--view", "none")
+    piped = invoke(
+        "align", "-m", toy_model_dir, "--view", "none", input="apple river ||| RIVER APPLE\n"
+    )
+    assert given.exit_code == piped.exit_code == 0 and given.stdout == piped.stdout

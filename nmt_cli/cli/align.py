@@ -308,6 +308,7 @@ def _stream_alignments(translator, reverse, options, lines, name, search, rates)
     import itertools
 
     from nmt_cli.aligner import align_pairs, align_translations, parse_fast_align
+    from nmt_cli.errors import InputError
 
     iterator, leading = iter(lines), []
     first = next(iterator, None)
@@ -317,6 +318,12 @@ def _stream_alignments(translator, reverse, options, lines, name, search, rates)
     if first is None:
         return iter(())
     rest = itertools.chain(leading, [first], iterator)
+    if "\t" in first and "|||" not in first:  # pasted from a spreadsheet: not one sentence
+        raise InputError(
+            f"{name} line {len(leading) + 1} holds a tab and no ' ||| ': give source<TAB>target "
+            "pairs with --tsv FILE, or `source ||| target` lines; to translate and align "
+            "source sentences, replace their tabs with spaces"
+        )
     if "|||" in first:
         pairs = _warn_when_cut(parse_fast_align(rest, name), translator, name)
         return align_pairs(translator, pairs, options, reverse, rates)
