@@ -597,3 +597,23 @@ def test_align_refuses_tab_separated_pairs_on_stdin_and_names_tsv(toy_model_dir,
         "align", "-m", toy_model_dir, "--view", "none", input="apple river ||| RIVER APPLE\n"
     )
     assert given.exit_code == piped.exit_code == 0 and given.stdout == piped.stdout
+
+
+def test_align_gold_files_may_end_in_empty_lines(toy_model_dir, tmp_path):
+    src, tgt, gold = tmp_path / "a.src", tmp_path / "a.tgt", tmp_path / "gold.align"
+    src.write_text("apple river\ngreen bird\n", encoding="utf-8")
+    tgt.write_text("RIVER APPLE\nBIRD GREEN\n", encoding="utf-8")
+    gold.write_text("0-1 1-0\n1-0 0-1\n", encoding="utf-8")
+    files = ("--src", src, "--tgt", tgt)
+    text = "apple river ||| RIVER APPLE\ngreen bird ||| BIRD GREEN\n"
+    exact = invoke("align", "-m", toy_model_dir, *files, "--gold", gold)
+    assert exact.exit_code == 0, exact.stderr
+    gold.write_text("0-1 1-0\n1-0 0-1\n\n\n", encoding="utf-8")  # an editor's extra newlines
+    for args, given in ((files, None), (("--view", "none"), text)):
+        result = invoke("align", "-m", toy_model_dir, *args, "--gold", gold, input=given)
+        assert result.exit_code == 0, result.stderr
+        assert result.stdout == exact.stdout and "AER" in result.stderr
+        assert exact.stderr.splitlines()[-1] in result.stderr  # the same scores, 2 pairs
+    gold.write_text("0-1 1-0\n1-0 0-1\n\n0-0\n", encoding="utf-8")  # a linked line is a pair
+    result = invoke("align", "-m", toy_model_dir, *files, "--gold", gold)
+    assert result.exit_code == 2 and "has 4 alignments but there are 2 pairs" in result.stderr

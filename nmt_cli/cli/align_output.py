@@ -35,6 +35,8 @@ class AlignOutput:
             )
         if pairs is not None and isinstance(self.gold, LinkListedGold):
             self.gold = self.gold.padded(pairs)  # the last pairs may have no gold link
+        if pairs is not None:
+            self.gold = _without_trailing_empty(self.gold, pairs)
         if pairs is not None and pairs != len(self.gold):
             raise InputError(
                 f"{self.gold_path} has {_alignments(len(self.gold))} but there are {pairs:,} "
@@ -124,6 +126,7 @@ class AlignOutput:
         from nmt_cli.alignment import check_range, score_alignments
         from nmt_cli.errors import InputError
 
+        gold = _without_trailing_empty(gold, len(self.predicted))
         if len(gold) != len(self.predicted):
             raise InputError(
                 f"{self.gold_path} has {_alignments(len(gold))} but {len(self.predicted):,} pairs "
@@ -165,3 +168,11 @@ def _real(words: list[str]) -> int:
     from nmt_cli.alignment import EOS_WORD
 
     return len(words) - (words[-1:] == [EOS_WORD])
+
+
+def _without_trailing_empty(gold: list, pairs: int) -> list:
+    """The gold list cut to `pairs` when every entry past them is empty: empty lines at the end
+    of a gold file (an editor's extra newline) are not pairs, as at the end of the input."""
+    if len(gold) > pairs and not any(entry.possible for entry in gold[pairs:]):
+        return gold[:pairs]
+    return gold
