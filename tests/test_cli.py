@@ -617,3 +617,15 @@ def test_align_gold_files_may_end_in_empty_lines(toy_model_dir, tmp_path):
     gold.write_text("0-1 1-0\n1-0 0-1\n\n0-0\n", encoding="utf-8")  # a linked line is a pair
     result = invoke("align", "-m", toy_model_dir, *files, "--gold", gold)
     assert result.exit_code == 2 and "has 4 alignments but there are 2 pairs" in result.stderr
+
+
+def test_align_views_say_when_the_links_weigh_more_than_the_drawn_weights(toy_model_dir):
+    pairs = "apple river ||| RIVER APPLE\ngreen bird ||| BIRD GREEN\n"
+    plain = invoke("align", "-m", toy_model_dir, "--view", "links", input=pairs)
+    assert plain.exit_code == 0 and "also weigh" not in plain.stderr
+    mixed = invoke(
+        "align", "-m", toy_model_dir, "--view", "links", "--corpus-prior", "0.5", input=pairs
+    )
+    assert mixed.exit_code == 0, mixed.stderr
+    said = " ".join(mixed.stderr.split())
+    assert said.count("links also weigh the corpus link rates (--corpus-prior 0.5)") == 1

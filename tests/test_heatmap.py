@@ -128,3 +128,25 @@ def test_renderers_reject_weights_that_do_not_fit_the_words():
 def test_an_empty_sentence_says_so():
     lines = _text(render_heatmap(np.zeros((0, 0)), [], []), 40)
     assert lines == ["(empty sentence: nothing to draw)"]
+
+
+def test_links_view_marks_the_links_even_beyond_the_strongest_words():
+    weights = np.array([[0.56, 0.44, 0.0], [0.1, 0.2, 0.7]])
+    src, tgt = ["to", "talks", "them"], ["和", "他们"]
+    lines = _text(render_links(weights, src, tgt, top_k=1, links={(1, 0), (0, 1)}), 100)
+    first, second = lines[0], lines[1]
+    assert first.index("to") < first.index(f"{LINK_MARK} talks")  # strongest first, unmarked
+    assert f"{LINK_MARK} to" not in first and "0.44" in first
+    assert second.index(f"{LINK_MARK} to") > second.index("them")  # a weak link listed after
+    assert "0.10" in second and lines[-1].startswith(f"{LINK_MARK} linked")
+    assert LINK_MARK not in "".join(_text(render_links(weights, src, tgt, top_k=1), 100))
+
+
+def test_split_heatmap_numbers_its_source_words_as_the_links_do():
+    src = [f"word{i:02d}" for i in range(30)]
+    weights = np.full((1, 30), 1 / 30)
+    lines = _text(render_heatmap(weights, src, ["x"], max_width=80), 80)
+    captions = [line for line in lines if line.startswith("source words")]
+    assert len(captions) > 1 and captions[0].startswith("source words 0–")
+    last = captions[-1].split("–")[1].split()[0]
+    assert int(last) == 29  # the last word's Pharaoh index

@@ -84,7 +84,9 @@ def align(
         "--include-eos",
     ),
     view: str = _output(
-        "auto", "heatmap, links, none, or auto (heatmap when stdout is a terminal)."
+        "auto",
+        "heatmap, links (each target word's strongest source words, ● on its links), none, "
+        "or auto (heatmap when stdout is a terminal).",
     ),
     json_output: bool = _output(False, "One JSON object per pair on stdout.", "--json"),
     gold: Path | None = _output(
@@ -160,6 +162,7 @@ def align(
     if view == "auto":
         view = "heatmap" if sys.stdout.isatty() and not json_output else "none"
     output = AlignOutput(view=view, json_output=json_output, gold=gold, png=png)
+    output.note = _view_note(options, corpus_prior, reverse is not None, link_prior is None)
     output.check_gold(pair_count)  # a bad gold file fails before anything is aligned
     if pair_files is not None:
         name = pair_files.describe()
@@ -170,6 +173,24 @@ def align(
     lines = UntilError(iter_lines(stream, name))
     output.run(_stream_alignments(translator, reverse, options, lines, name, search, rates))
     lines.check()  # an unreadable line fails after every pair before it is written
+
+
+def _view_note(options, corpus_prior: float, reverse: bool, default_prior: bool) -> str | None:
+    """What the views should say when the links weigh more than the weights they draw."""
+    parts = []
+    if options.link_prior:
+        parts.append(f"the training link rates (--link-prior {options.link_prior:g})")
+    if corpus_prior:
+        parts.append(f"the corpus link rates (--corpus-prior {corpus_prior:g})")
+    if reverse:
+        parts.append("the reverse model's attention")
+    if not parts:
+        return None
+    note = (
+        f"● links also weigh {' and '.join(parts)}, so a ● may mark a weak weight: the shades "
+        "and bars are this model's own weights"
+    )
+    return note + ("; --link-prior 0 for links from the weights alone" if default_prior else "")
 
 
 def _link_rates(

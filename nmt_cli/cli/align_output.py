@@ -18,6 +18,7 @@ class AlignOutput:
         self.predicted: list[set] = []
         self.lengths: list[tuple[int, int]] = []
         self.gold: list | None = None
+        self.note: str | None = None  # said under the first view (what else the links weigh)
 
     def check_gold(self, pairs: int | None = None) -> None:
         """Read the gold file, if any: an empty one, or one of another length than the `pairs`
@@ -102,9 +103,11 @@ class AlignOutput:
             return
         grid = (pair.weights, pair.src_words, pair.tgt_words)
         if self.view == "links":
-            console.print(render_links(*grid))
+            console.print(render_links(*grid, links=pair.links))
         else:
             console.print(render_heatmap(*grid, pair.links, max_width=console.width))
+        if self.note and index == 0:
+            console.print(self.note, style="dim", markup=False, highlight=False)
 
     def _fits_one_based(self, gold) -> bool:
         """Whether every gold link, each number lowered by one, lies inside its sentence pair."""

@@ -66,19 +66,29 @@ def render_heatmap(
 
 
 def render_links(
-    weights: np.ndarray, src_words: list[str], tgt_words: list[str], top_k: int = 3
+    weights: np.ndarray,
+    src_words: list[str],
+    tgt_words: list[str],
+    top_k: int = 3,
+    links: set[tuple[int, int]] | None = None,
 ) -> Group:
-    """Each target word with the `top_k` source words it attends to most, as bars and weights."""
+    """Each target word with the `top_k` source words it attends to most, as bars and weights;
+    with `links` (source, target), its linked source words are marked "●" (and listed after
+    the strongest when they are not among them), and a line says what ● means."""
     if top_k < 1:
         raise ConfigError(f"top_k must be at least 1, got {top_k}")
     weights = _checked_weights(weights, src_words, tgt_words)
+    marked = _checked_links(links, len(src_words), len(tgt_words))
     label_width = min(max((cell_len(w) for w in tgt_words), default=1), LABEL_CAP)
     lines = []
     for j, word in enumerate(tgt_words):
         line = Text(_fit(word, label_width, align_right=False) + "  ←")
         order = [i for i in np.argsort(-weights[j], kind="stable")[:top_k] if weights[j, i] > 0]
+        order += sorted(i for i, row in marked if row == j and i not in order)
         for rank, i in enumerate(order):
             line.append(" ·" if rank else "")
+            if (i, j) in marked:
+                line.append(f" {LINK_MARK}", style="bold")
             line.append(f" {_fit(src_words[i], COLUMN_CAP, pad=False)} ")
             shown = bar(weights[j, i], 1.0, BAR_CELLS, never_empty=True)
             line.append(shown, style=Style(color=_colour(weights[j, i])))
@@ -86,6 +96,8 @@ def render_links(
         if not order:
             line.append(" (no attention)", style="dim")
         lines.append(line)
+    if links is not None:
+        lines.append(Text(f"{LINK_MARK} linked (the Pharaoh output); bars: weight", style="dim"))
     return Group(*lines)
 
 
@@ -124,9 +136,10 @@ def _column_chunks(widths: list[int], room: int) -> list[list[int]]:
 
 
 def _chunk_caption(chunk: list[int]) -> str:
-    """Which source words a chunk shows, counted from 1."""
-    first, last = chunk[0] + 1, chunk[-1] + 1
-    return f"source word {first}" if first == last else f"source words {first}–{last}"
+    """Which source words a chunk shows, counted from 0 as the Pharaoh links count them."""
+    first, last = chunk[0], chunk[-1]
+    shown = f"source word {first}" if first == last else f"source words {first}–{last}"
+    return f"{shown} (counted from 0, as in the links)"
 
 
 def _notices(src_words, widths, chunks, max_width: int) -> list[str]:
