@@ -150,3 +150,18 @@ def test_split_heatmap_numbers_its_source_words_as_the_links_do():
     assert len(captions) > 1 and captions[0].startswith("source words 0–")
     last = captions[-1].split("–")[1].split()[0]
     assert int(last) == 29  # the last word's Pharaoh index
+
+
+def test_png_heatmap_is_drawn_and_names_characters_no_font_has(tmp_path):
+    pytest.importorskip("matplotlib")
+    from nmt_cli.render.plot import save_heatmap_png
+
+    weights = np.array([[0.9, 0.1], [0.2, 0.8]])
+    plain = tmp_path / "plain.png"
+    assert save_heatmap_png(weights, ["a", "b"], ["x", "y"], {(0, 0)}, plain) is None
+    assert plain.read_bytes().startswith(b"\x89PNG")
+    odd = tmp_path / "odd.png"  # private-use characters: no font draws them
+    problem = save_heatmap_png(weights, ["a", "\ue000"], ["x", "\ue001"], set(), odd)
+    assert odd.read_bytes().startswith(b"\x89PNG")
+    assert problem is not None and str(odd) in problem and "\ue000" in problem
+    assert "\n" not in problem and "empty boxes" in problem

@@ -70,7 +70,9 @@ class AlignOutput:
             if index == 0 and self.png:
                 from nmt_cli.render.plot import save_heatmap_png
 
-                save_heatmap_png(pair.weights, pair.src_words, pair.tgt_words, pair.links, self.png)
+                grid = (pair.weights, pair.src_words, pair.tgt_words, pair.links)
+                if problem := save_heatmap_png(*grid, self.png):
+                    warn(problem)
             if gold is not None:
                 self.predicted.append(pair.links)
                 self.lengths.append((_real(pair.src_words), _real(pair.tgt_words)))

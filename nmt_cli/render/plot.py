@@ -19,7 +19,15 @@ if TYPE_CHECKING:
     from nmt_cli.evaluate import BucketScore
 
 PICTURE_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg", "eps", "ps", "tif", "tiff", "webp")
-CJK_FONTS = ["Noto Sans CJK SC", "WenQuanYi Zen Hei", "DejaVu Sans"]  # for Chinese labels
+# Sans-serif fonts tried in order, so labels in Chinese, Japanese or Korean find their glyphs
+# on Linux (Noto, Source Han, WenQuanYi), macOS (PingFang, Hiragino, Apple SD Gothic) and
+# Windows (Microsoft YaHei, SimHei, Yu Gothic, Malgun Gothic); matplotlib's own DejaVu last.
+CJK_FONTS = [
+    "Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans CJK KR", "Noto Sans SC",
+    "Source Han Sans SC", "WenQuanYi Zen Hei", "WenQuanYi Micro Hei", "PingFang SC",
+    "Hiragino Sans GB", "Hiragino Sans", "Apple SD Gothic Neo", "Heiti SC", "Microsoft YaHei",
+    "SimHei", "Yu Gothic", "Malgun Gothic", "DejaVu Sans",
+]  # fmt: skip
 
 
 def require_matplotlib(option: str = "--plot") -> None:
@@ -80,22 +88,49 @@ def save_heatmap_png(
     tgt_words: list[str],
     links: set[Link],
     path: Path,
-) -> None:
-    """Target words as rows, source words as columns, links circled."""
+) -> str | None:
+    """Target words as rows, source words as columns, links circled, a colour scale beside.
+
+    Returns a one-line problem to tell the user, or None: characters of the labels that no
+    installed font has (matplotlib draws them as empty boxes).
+    """
     require_matplotlib("--png")
+    import warnings
+
     import matplotlib
     from matplotlib.figure import Figure
 
-    with matplotlib.rc_context({"font.sans-serif": CJK_FONTS}):
-        size = (max(4, 0.5 * len(src_words) + 2), max(3, 0.4 * len(tgt_words) + 1.5))
+    with (
+        matplotlib.rc_context({"font.sans-serif": CJK_FONTS}),
+        warnings.catch_warnings(record=True) as caught,
+    ):
+        warnings.simplefilter("always")
+        size = (max(4, 0.5 * len(src_words) + 3), max(3, 0.4 * len(tgt_words) + 1.5))
         figure = Figure(figsize=size, dpi=120)
         ax = figure.add_subplot()
-        ax.imshow(weights, cmap="viridis", vmin=0, vmax=1, aspect="auto")
+        image = ax.imshow(weights, cmap="viridis", vmin=0, vmax=1, aspect="auto")
         ax.set_xticks(range(len(src_words)), src_words, rotation=60, ha="right")
         ax.set_yticks(range(len(tgt_words)), tgt_words)
         for i, j in links:
             ax.scatter(i, j, s=30, facecolors="none", edgecolors="red", linewidths=1.2)
         ax.set_xlabel("source")
         ax.set_ylabel("target")
+        figure.colorbar(image, ax=ax, label="weight", fraction=0.05, pad=0.02)
         figure.tight_layout()
         _save(figure, path)
+    return _missing_glyphs([str(w.message) for w in caught], path)
+
+
+def _missing_glyphs(messages: list[str], path: Path) -> str | None:
+    """What to tell the user when matplotlib warned of characters no installed font has."""
+    import re
+
+    codes = [int(m[1]) for m in map(re.compile(r"Glyph (\d+) .*missing").match, messages) if m]
+    if not codes:
+        return None
+    sample = " ".join(chr(code) for code in list(dict.fromkeys(codes))[:5])
+    return (
+        f"{path}: characters such as {sample} have no glyph in the installed fonts and are "
+        "drawn as empty boxes; install a font that has them (for Chinese, Japanese and Korean: "
+        "Noto Sans CJK, e.g. the fonts-noto-cjk package)"
+    )
