@@ -2,7 +2,7 @@
 
 Three uses, one module: the links of a translation from the attention its own search kept
 (`translate --align`, `--json`, `nmt serve`: `TranslationAligner`, with `nmt align`'s
-defaults for the model; the interactive prompt's view: `translation_words`); forced
+defaults for the model; the interactive prompt's view: `shown_words`); forced
 alignment of given pairs (`nmt align`); and forced alignment of the model's own output
 (`nmt align` on source-only input: forced decoding again, so that saliency, a reverse model
 and every extraction option apply). This composes the translator (attention over pieces)
@@ -138,6 +138,12 @@ def translation_words(translation) -> WordAttention | None:
     if translation.attention is None or not translation.pieces or not translation.src_pieces:
         return None
     return merge_to_words(translation.attention, translation.src_pieces, translation.pieces)
+
+
+def shown_words(translation) -> WordAttention | None:
+    """`translation_words` with its words as the texts write them, for views and records."""
+    words = translation_words(translation)
+    return None if words is None else words.named_by(translation.source, translation.text, "word")
 
 
 @dataclass
@@ -285,7 +291,13 @@ def pair_links(
         back_prior = prior.T if prior is not None and same_units else None
         back_links = word_links(back, options, back_prior)
         combined = combine_directions(words, links, back, back_links, options, prior)
-    return PairAlignment(pair.source, pair.target, *combined, translated=pair.translated)
+    src_words, tgt_words, weights, links = combined
+    shown = words.named_by(pair.source, pair.target, options.unit)  # <unk> pieces → the word
+    if (len(shown.src_words), len(shown.tgt_words)) == (len(src_words), len(tgt_words)):
+        src_words, tgt_words = shown.src_words, shown.tgt_words
+    return PairAlignment(
+        pair.source, pair.target, src_words, tgt_words, weights, links, translated=pair.translated
+    )
 
 
 def link_pairs(

@@ -14,7 +14,7 @@ import re
 import unicodedata
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +64,13 @@ class WordAttention:
         """The number of source and target units, the pseudo-word </s> not counted."""
         return len(self.src_words) - self.eos_src, len(self.tgt_words) - self.eos_tgt
 
+    def named_by(self, source: str, target: str, unit: str) -> WordAttention:
+        """The same weights with each side's words named by `surface_names` of its text."""
+        n_src, n_tgt = self.real_shape()
+        src = surface_names(self.src_words[:n_src], source, unit) + self.src_words[n_src:]
+        tgt = surface_names(self.tgt_words[:n_tgt], target, unit) + self.tgt_words[n_tgt:]
+        return replace(self, src_words=src, tgt_words=tgt)
+
     def without_eos(self, links: Iterable[Link]) -> set[Link]:
         """Links to or from the pseudo-word </s> removed: EOS acts as the NULL word, and a word
         whose strongest weight is on it stays unaligned."""
@@ -99,6 +106,17 @@ def _choice(value: str, valid: tuple[str, ...], what: str) -> str:
 
 
 # --- pieces to words ------------------------------------------------------------------------
+
+
+def surface_names(names: list[str], text: str, unit: str = "word") -> list[str]:
+    """Word units named by the text's own whitespace words when there are as many (SentencePiece
+    splits no word and joins none, so there are unless its normalisation made spaces): a rare
+    word then shows itself, not the "<unk>" piece that stands for a character of it, and its
+    link rates (counted over the training text's words) are found. Other units keep `names`."""
+    if unit != "word":
+        return names
+    words = text.split()
+    return words if len(words) == len(names) else names
 
 
 def merge_to_words(

@@ -27,6 +27,7 @@ from nmt_cli.alignment import (
     LinkRates,
     format_pharaoh,
     parse_pharaoh,
+    surface_names,
     symmetrize,
     units,
 )
@@ -255,8 +256,8 @@ def training_pairs(
                 on_event(count(READING, k, len(src_ids)))
             src_pieces = src_vocab[src_ids[k]].tolist()
             tgt_pieces = tgt_vocab[tgt_ids[k]].tolist()
-            src_units = _named(units(src_pieces, unit)[0], src_text, unit)
-            tgt_units = _named(units(tgt_pieces, unit)[0], tgt_text, unit)
+            src_units = surface_names(units(src_pieces, unit)[0], src_text, unit)
+            tgt_units = surface_names(units(tgt_pieces, unit)[0], tgt_text, unit)
             pairs.append(TrainingPair(src_pieces, tgt_pieces, src_units, tgt_units))
     except (ValueError, IndexError):  # zip's strict check, or fewer target than source ids
         raise ArtifactError(
@@ -265,14 +266,6 @@ def training_pairs(
         ) from None
     on_event(count(READING, len(src_ids), len(src_ids)))
     return pairs
-
-
-def _named(names: list[str], text: str, unit: str) -> list[str]:
-    """The units' names, from the text's words when they are words and as many."""
-    if unit != "word":
-        return names
-    words = text.split()
-    return words if len(words) == len(names) else names
 
 
 def _pieces_of(tokenizer: Tokenizer) -> np.ndarray:

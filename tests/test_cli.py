@@ -629,3 +629,22 @@ def test_align_views_say_when_the_links_weigh_more_than_the_drawn_weights(toy_mo
     assert mixed.exit_code == 0, mixed.stderr
     said = " ".join(mixed.stderr.split())
     assert said.count("links also weigh the corpus link rates (--corpus-prior 0.5)") == 1
+
+
+def test_align_and_the_prompt_view_name_words_as_written_not_by_unknown_pieces(toy_model_dir):
+    from nmt_cli.aligner import shown_words, translation_words
+    from nmt_cli.translator import SearchOptions, Translator
+
+    line = "apple Ωriver ||| RIVER APPLE"
+    result = invoke("align", "-m", toy_model_dir, "--json", input=line + "\n")
+    assert result.exit_code == 0, result.stderr
+    record = json.loads(result.stdout)
+    assert record["src_words"] == ["apple", "Ωriver"] and record["tgt_words"] == ["RIVER", "APPLE"]
+    plain = invoke("align", "-m", toy_model_dir, "--json", input="apple ωriver ||| RIVER APPLE\n")
+    assert json.loads(plain.stdout)["alignment"] == record["alignment"]  # links as before
+    translator = Translator.load(toy_model_dir)
+    (translation,) = translator.translate_chunk(
+        ["Ωapple river"], SearchOptions(), with_attention=True
+    )
+    assert "<unk>" in " ".join(translation_words(translation).src_words)  # the piece names
+    assert shown_words(translation).src_words == ["Ωapple", "river"]

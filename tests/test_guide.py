@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from nmt_cli import guide
-from nmt_cli.alignment import format_pharaoh, units
+from nmt_cli.alignment import format_pharaoh, surface_names, units
 from nmt_cli.data.datadir import alignments_name, load_data_dir
 from nmt_cli.errors import ConfigError, InputError, NmtError
 from nmt_cli.guide import PieceLinks, piece_links, teacher_links, training_guides
@@ -155,9 +155,9 @@ def test_word_units_from_pieces_are_the_words_of_the_cleaned_text(data):
 
 
 def test_the_teacher_sees_rare_words_not_unknown_pieces():
-    assert guide._named(["<unk>琴", "。"], "钢琴 。", "word") == ["钢琴", "。"]
-    assert guide._named(["a", "b"], "a b c", "word") == ["a", "b"]  # not as many: kept
-    assert guide._named(["<", "u"], "钢", "char") == ["<", "u"]
+    assert surface_names(["<unk>琴", "。"], "钢琴 。", "word") == ["钢琴", "。"]
+    assert surface_names(["a", "b"], "a b c", "word") == ["a", "b"]  # not as many: kept
+    assert surface_names(["<", "u"], "钢", "char") == ["<", "u"]
 
 
 def test_guides_are_computed_once_stored_and_reused(data, taught):

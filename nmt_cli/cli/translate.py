@@ -150,7 +150,7 @@ def _prompt_loop(translator, options, replace_unk: bool = False) -> None:
     the terminal (stderr); Ctrl-D or Ctrl-C ends."""
     from rich.markup import escape
 
-    from nmt_cli.aligner import translation_words
+    from nmt_cli.aligner import shown_words
     from nmt_cli.cli.boundary import stderr_console
     from nmt_cli.render.heatmap import render_links
 
@@ -166,6 +166,6 @@ def _prompt_loop(translator, options, replace_unk: bool = False) -> None:
             continue
         result = translator.translate_chunk([line], options, replace_unk, with_attention=True)[0]
         console.print(f"[bold green]{escape(result.text)}[/]", markup=True, highlight=False)
-        words = translation_words(result)
+        words = shown_words(result)
         if words is not None:
             console.print(render_links(words.weights, words.src_words, words.tgt_words, top_k=2))

@@ -94,11 +94,11 @@ def _render(records: Future, request: TranslateRequest, api: str, aligner, job: 
 def record(translation: Translation, align: bool, aligner) -> dict:
     """What POST /translate answers for a line: `nmt translate --json`'s object, and with
     `align` the word-level weights (T, S) and words the page draws."""
-    from nmt_cli.aligner import translation_words
+    from nmt_cli.aligner import shown_words
     from nmt_cli.render.translation import as_record
 
     result = as_record(translation, aligner.links(translation))
-    words = translation_words(translation) if align else None
+    words = shown_words(translation) if align else None
     if words is not None:
         weights = [[round(float(w), 4) for w in row] for row in words.weights]
         result["words"] = {"src": words.src_words, "tgt": words.tgt_words, "weights": weights}
