@@ -1,7 +1,8 @@
 """The HTTP application of `nmt serve` (FastAPI): two translation APIs, health, models, a page.
 
 - POST /translate: {"q": text or [texts], "beam": 5, "align": false} → {"translations": [...]},
-  each the object `nmt translate --json` prints, with word weights ("words") when aligning.
+  each with the keys of `nmt translate --json`; "alignment" and "attention" are filled, and the
+  words with their word-level weights ("words") added, only when aligning.
 - POST /translator/translate: OpenNMT-py's API, [{"src": text, "id": 100}] →
   [[{"src", "tgt", "pred_score", "n_best", "align"}]], so its clients work unchanged.
 - GET /health, GET /models, and GET / (a page: translation and attention heatmap).
