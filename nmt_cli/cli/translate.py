@@ -101,6 +101,10 @@ def translate(
     lines = UntilError(iter_lines(stream, name, on_invalid))
     with_attention = align or json_output
     chunk = 1 if typed else 256  # a typed line is answered before the next is read
+    if typed and sys.stderr.isatty():
+        from nmt_cli.cli.boundary import stderr_console
+
+        stderr_console().print("[dim]nmt: type sentences (one per line); Ctrl-D ends[/]")
     results = translator.translate_lines(
         lines,
         options,
