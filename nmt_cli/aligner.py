@@ -292,9 +292,10 @@ def pair_links(
         back_links = word_links(back, options, back_prior)
         combined = combine_directions(words, links, back, back_links, options, prior)
     src_words, tgt_words, weights, links = combined
-    shown = words.named_by(pair.source, pair.target, options.unit)  # <unk> pieces → the word
-    if (len(shown.src_words), len(shown.tgt_words)) == (len(src_words), len(tgt_words)):
-        src_words, tgt_words = shown.src_words, shown.tgt_words
+    # the words as written (not "<unk>" pieces): the combined words are the forward model's,
+    # </s> dropped by some symmetrisations
+    shown = words.named_by(pair.source, pair.target, options.unit)
+    src_words, tgt_words = shown.src_words[: len(src_words)], shown.tgt_words[: len(tgt_words)]
     return PairAlignment(
         pair.source, pair.target, src_words, tgt_words, weights, links, translated=pair.translated
     )

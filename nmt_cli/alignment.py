@@ -111,8 +111,10 @@ def _choice(value: str, valid: tuple[str, ...], what: str) -> str:
 def surface_names(names: list[str], text: str, unit: str = "word") -> list[str]:
     """Word units named by the text's own whitespace words when there are as many (SentencePiece
     splits no word and joins none, so there are unless its normalisation made spaces): a rare
-    word then shows itself, not the "<unk>" piece that stands for a character of it, and its
-    link rates (counted over the training text's words) are found. Other units keep `names`."""
+    word then shows itself, not the "<unk>" piece that stands for a character of it. Training
+    names the teacher's words (and so the link rates) this way, and nmt align's views and JSON
+    name theirs so; the link prior still looks rates up by the pieces' names. Other units keep
+    `names`."""
     if unit != "word":
         return names
     words = text.split()

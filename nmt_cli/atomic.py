@@ -95,15 +95,14 @@ def staged_directory(
     replaced only after the new one is complete, and only if it holds `marker` (the file
     that shows nmt wrote it): another directory is never deleted. A `final` that is or holds
     one of the `inputs`, or the current directory, is refused, forced or not. A `final` that
-    is a symbolic link to a directory stands for that directory: it is the one replaced, and
-    the link stays. The directory and the files in it get the user's usual permissions
-    (temporary ones start private). The temporary directory's name holds this host and
-    process id, so a later run removes one left by a process that was killed (SIGKILL, a
-    power cut) instead of leaving its files on the disk for good.
+    is a symbolic link is replaced itself: the directory it pointed to stays as it was (a
+    link such as `latest` to versioned runs loses no run). The directory and the files in it
+    get the user's usual permissions (temporary ones start private). The temporary
+    directory's name holds this host and process id, so a later run removes one left by a
+    process that was killed (SIGKILL, a power cut) instead of leaving its files on the disk
+    for good.
     """
     final = Path(final)
-    if final.is_symlink() and final.is_dir():
-        final = final.resolve()
     if final.exists() and not final.is_dir():
         raise InputError(f"{final} exists and is not a directory: remove it or choose another path")
     check_not_above(final, inputs)
@@ -217,9 +216,17 @@ def _remove_empty(directories: list[Path]) -> None:
 def _move_into_place(stage: Path, final: Path) -> None:
     """Rename the finished `stage` to `final`, replacing an old `final` only now."""
     parent, old = final.parent, final.parent / f".{final.name}.old"
-    shutil.rmtree(old, ignore_errors=True)  # a leftover of a replacement killed midway
-    if final.exists():
+    _remove(old)  # a leftover of a replacement killed midway
+    if final.exists() or final.is_symlink():
         os.replace(final, old)
     os.replace(stage, final)
-    shutil.rmtree(old, ignore_errors=True)
+    _remove(old)
     _fsync_dir(parent)
+
+
+def _remove(path: Path) -> None:
+    """Remove a directory tree, or a symbolic link (never what it points to), if there."""
+    if path.is_symlink():
+        path.unlink()
+    else:
+        shutil.rmtree(path, ignore_errors=True)

@@ -608,15 +608,16 @@ def test_align_gold_files_may_end_in_empty_lines(toy_model_dir, tmp_path):
     text = "apple river ||| RIVER APPLE\ngreen bird ||| BIRD GREEN\n"
     exact = invoke("align", "-m", toy_model_dir, *files, "--gold", gold)
     assert exact.exit_code == 0, exact.stderr
-    gold.write_text("0-1 1-0\n1-0 0-1\n\n\n", encoding="utf-8")  # an editor's extra newlines
+    gold.write_text("0-1 1-0\n1-0 0-1\n\n", encoding="utf-8")  # an editor's extra newline
     for args, given in ((files, None), (("--view", "none"), text)):
         result = invoke("align", "-m", toy_model_dir, *args, "--gold", gold, input=given)
         assert result.exit_code == 0, result.stderr
         assert result.stdout == exact.stdout and "AER" in result.stderr
         assert exact.stderr.splitlines()[-1] in result.stderr  # the same scores, 2 pairs
-    gold.write_text("0-1 1-0\n1-0 0-1\n\n0-0\n", encoding="utf-8")  # a linked line is a pair
-    result = invoke("align", "-m", toy_model_dir, *files, "--gold", gold)
-    assert result.exit_code == 2 and "has 4 alignments but there are 2 pairs" in result.stderr
+    for more in ("\n0-0\n", "\n\n"):  # a linked line, or two empty ones, are pairs
+        gold.write_text("0-1 1-0\n1-0 0-1\n" + more, encoding="utf-8")
+        result = invoke("align", "-m", toy_model_dir, *files, "--gold", gold)
+        assert result.exit_code == 2 and "has 4 alignments but there are 2 pairs" in result.stderr
 
 
 def test_align_views_say_when_the_links_weigh_more_than_the_drawn_weights(toy_model_dir):
@@ -629,9 +630,11 @@ def test_align_views_say_when_the_links_weigh_more_than_the_drawn_weights(toy_mo
     assert mixed.exit_code == 0, mixed.stderr
     said = " ".join(mixed.stderr.split())
     assert said.count("links also weigh the corpus link rates (--corpus-prior 0.5)") == 1
+    assert "--link-prior 0" not in said  # it would not remove the corpus rates
+    assert said.count("● links (the output's)") == 1  # the legend once, not per pair
 
 
-def test_align_and_the_prompt_view_name_words_as_written_not_by_unknown_pieces(toy_model_dir):
+def test_align_json_and_shown_words_name_words_as_written_not_by_unknown_pieces(toy_model_dir):
     from nmt_cli.aligner import shown_words, translation_words
     from nmt_cli.translator import SearchOptions, Translator
 

@@ -138,7 +138,7 @@ def test_links_view_marks_the_links_even_beyond_the_strongest_words():
     assert first.index("to") < first.index(f"{LINK_MARK} talks")  # strongest first, unmarked
     assert f"{LINK_MARK} to" not in first and "0.44" in first
     assert second.index(f"{LINK_MARK} to") > second.index("them")  # a weak link listed after
-    assert "0.10" in second and lines[-1].startswith(f"{LINK_MARK} linked")
+    assert "0.10" in second and len(lines) == 2
     assert LINK_MARK not in "".join(_text(render_links(weights, src, tgt, top_k=1), 100))
 
 

@@ -207,7 +207,7 @@ def test_existing_output_is_refused_unless_forced(corpus, tmp_path):
     assert load_data_dir(out).has_split("train")
 
 
-def test_forced_output_through_a_symlink_replaces_the_directory_it_points_to(corpus, tmp_path):
+def test_forced_output_through_a_symlink_replaces_the_link_and_keeps_its_target(corpus, tmp_path):
     real = tmp_path / "runs" / "data-v1"
     assert _prepare(*_train_args(corpus), "-o", real).exit_code == 0
     (real / "keep.txt").write_text("old")
@@ -216,10 +216,9 @@ def test_forced_output_through_a_symlink_replaces_the_directory_it_points_to(cor
     before = sorted(p.name for p in tmp_path.iterdir())
     result = _prepare(*_train_args(corpus), "-o", link, "--force")
     assert result.exit_code == 0, result.output
-    assert link.is_symlink() and link.resolve() == real.resolve()  # the link stays
-    assert not (real / "keep.txt").exists() and load_data_dir(link).has_split("train")
-    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing left beside it
-    assert sorted(p.name for p in real.parent.iterdir()) == ["data-v1"]
+    assert not link.is_symlink() and load_data_dir(link).has_split("train")  # a directory now
+    assert (real / "keep.txt").read_text() == "old"  # the run it pointed to is kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no .current.old left
 
 
 def test_force_never_replaces_a_directory_nmt_did_not_write_or_one_holding_an_input(

@@ -190,7 +190,9 @@ def _view_note(options, corpus_prior: float, reverse: bool, default_prior: bool)
         f"● links also weigh {' and '.join(parts)}, so a ● may mark a weak weight: the shades "
         "and bars are this model's own weights"
     )
-    return note + ("; --link-prior 0 for links from the weights alone" if default_prior else "")
+    if default_prior and len(parts) == 1 and options.link_prior:  # the model's default prior
+        note += "; --link-prior 0 for links from the weights alone"
+    return note
 
 
 def _link_rates(

@@ -108,6 +108,8 @@ class AlignOutput:
             console.print(render_links(*grid, links=pair.links))
         else:
             console.print(render_heatmap(*grid, pair.links, max_width=console.width))
+        if index == 0 and self.view == "links":
+            console.print("● links (the output's); bars: weight", style="dim", highlight=False)
         if self.note and index == 0:
             console.print(self.note, style="dim", markup=False, highlight=False)
 
@@ -176,8 +178,9 @@ def _real(words: list[str]) -> int:
 
 
 def _without_trailing_empty(gold: list, pairs: int) -> list:
-    """The gold list cut to `pairs` when every entry past them is empty: empty lines at the end
-    of a gold file (an editor's extra newline) are not pairs, as at the end of the input."""
-    if len(gold) > pairs and not any(entry.possible for entry in gold[pairs:]):
+    """The gold list without its last entry when that one is empty and one more than `pairs`:
+    an editor's extra newline at the end of a gold file is not a pair. (More empty entries
+    may be pairs without links: their count must fit, as any other.)"""
+    if len(gold) == pairs + 1 and not gold[-1].possible:
         return gold[:pairs]
     return gold

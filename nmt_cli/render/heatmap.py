@@ -74,7 +74,7 @@ def render_links(
 ) -> Group:
     """Each target word with the `top_k` source words it attends to most, as bars and weights;
     with `links` (source, target), its linked source words are marked "●" (and listed after
-    the strongest when they are not among them), and a line says what ● means."""
+    the strongest when they are not among them)."""
     if top_k < 1:
         raise ConfigError(f"top_k must be at least 1, got {top_k}")
     weights = _checked_weights(weights, src_words, tgt_words)
@@ -96,8 +96,6 @@ def render_links(
         if not order:
             line.append(" (no attention)", style="dim")
         lines.append(line)
-    if links is not None:
-        lines.append(Text(f"{LINK_MARK} linked (the Pharaoh output); bars: weight", style="dim"))
     return Group(*lines)
 
 
