@@ -280,7 +280,7 @@ class Trainer:
         t = self.config.train
         budget = (
             bool(t.max_steps and self.progress.step >= t.max_steps)
-            or bool(t.max_time and clock.run() >= t.max_time)
+            or bool(t.max_time and clock.total() >= t.max_time)  # runs before --resume too
             or self._patience_exhausted()
         )
         signalled, spent = sum_values(
@@ -313,7 +313,7 @@ class Trainer:
                     "lr": lr,
                     "tokens_per_s": round(window.tokens / window.seconds(), 1),
                     "elapsed": round(self.progress.train_seconds, 1),
-                    "remaining": self._remaining(clock.run(), steps_per_s, n_batches),
+                    "remaining": self._remaining(clock.total(), steps_per_s, n_batches),
                     "world_size": self.ranks.world,
                 },
             )
@@ -327,11 +327,11 @@ class Trainer:
             return {}
         return {"align_loss": round(window.alignment / window.alignment_steps, 4)}
 
-    def _remaining(self, run_elapsed: float, steps_per_s: float, n_batches: int) -> float | None:
+    def _remaining(self, elapsed: float, steps_per_s: float, n_batches: int) -> float | None:
         t, p = self.config.train, self.progress
         estimates = []
         if t.max_time:
-            estimates.append(max(0.0, t.max_time - run_elapsed))
+            estimates.append(max(0.0, t.max_time - elapsed))
         if t.max_steps and steps_per_s > 0:
             estimates.append((t.max_steps - p.step) / steps_per_s)
         if t.max_epochs and steps_per_s > 0:

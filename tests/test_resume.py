@@ -84,3 +84,21 @@ def test_the_model_directory_cannot_be_the_data_directory(toy_data_dir):
     result = invoke("train", toy_data_dir, "-o", toy_data_dir, "--max-steps", "1")
     assert result.exit_code == 2 and "is the data directory" in result.stderr
     assert sorted(p.name for p in toy_data_dir.iterdir()) == before
+
+
+def test_max_time_is_a_budget_for_the_whole_run_across_resumes(toy_data_dir, tmp_path):
+    model = tmp_path / "model"
+    assert invoke("train", toy_data_dir, "-o", model, *TINY, "--max-steps", "5").exit_code == 0
+    spent = checkpoint.load(model / checkpoint.LAST_FILE)["progress"]["train_seconds"]
+    assert spent > 0
+    budget = f"{spent / 2:.6f}s"  # already spent: the resumed run trains no further
+    resumed = invoke("train", toy_data_dir, "-o", model, *TINY, "--max-steps", "50",
+                     "--max-time", budget, "--resume")  # fmt: skip
+    assert resumed.exit_code == 0, resumed.output
+    assert checkpoint.load(model / checkpoint.LAST_FILE)["progress"]["step"] == 5
+    more = invoke("train", toy_data_dir, "-o", model, *TINY, "--max-steps", "8",
+                  "--max-time", "1h", "--resume")  # fmt: skip
+    assert (
+        more.exit_code == 0
+        and checkpoint.load(model / checkpoint.LAST_FILE)["progress"]["step"] == 8
+    )

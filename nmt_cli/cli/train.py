@@ -46,7 +46,11 @@ def train(
     lr: float | None = _train(None, "Adam learning rate."),
     max_steps: int | None = _train(None, "Stop after N updates (0: no limit)."),
     max_epochs: int | None = _train(None, "Stop after N epochs (0: no limit)."),
-    max_time: str | None = _train(None, "Stop after this long, e.g. 90s, 20m, 1.5h."),
+    max_time: str | None = _train(
+        None,
+        "Stop after this much training time in all (a --resume counts the runs before it, "
+        "as --max-steps does), e.g. 90s, 20m, 1.5h.",
+    ),
     valid_every: int | None = _train(None, "Validate every N updates."),
     log_every: int | None = _train(None, "Report progress every N updates."),
     patience: int | None = _train(None, "Early stopping after N validations without gain."),
