@@ -292,7 +292,7 @@ class Trainer:
 
     def _interrupt(self, clock: _Clock) -> None:
         self.progress.train_seconds = clock.total()
-        self._save_last()
+        self._save_last(kept=False)  # resumable, but not one of the validated kept checkpoints
         raise Interrupted(
             f"training stopped at step {self.progress.step}; resumable state saved in "
             f"{self.model_dir / checkpoint.LAST_FILE}: continue with --resume"
@@ -412,7 +412,8 @@ class Trainer:
             "world_size": self.ranks.world,
         }
 
-    def _save_last(self) -> None:
+    def _save_last(self, kept: bool = True) -> None:
+        """The resume checkpoint; with `kept`, also one of the `--keep-checkpoints`."""
         if not self.ranks.main:
             return
         progress = asdict(self.progress)
@@ -426,7 +427,8 @@ class Trainer:
             "scaler": self.scaler.state_dict() if self.scaler else None,
             "data_fingerprint": self.data.fingerprint,
         }
-        checkpoint.save_resume(self.model_dir, state, self.config.train.keep_checkpoints)
+        keep = self.config.train.keep_checkpoints if kept else 0
+        checkpoint.save_resume(self.model_dir, state, keep)
 
     def resume(self) -> Progress:
         """Restore model, optimizer, schedule, step, data position, RNG and early-stopping state."""

@@ -140,6 +140,18 @@ def test_signal_saves_a_resumable_checkpoint_and_exits_130(toy_data_dir, tmp_pat
     assert (resumed, done) == (step, step + 3)
 
 
+def test_an_interrupt_is_resumable_but_not_one_of_the_kept_checkpoints(
+    toy_data_dir, tmp_path, runs
+):
+    config, out = _config(tmp_path), tmp_path / "model"  # no validation before the signal
+    run = Training(toy_data_dir, out, config, "--keep-checkpoints", "3")
+    runs.append(run)
+    run.wait_for(_trained_steps(3))
+    assert run.stop(signal.SIGINT) == 130, run.stderr
+    assert _last_step(out) >= 3  # resumable from where it stopped
+    assert checkpoint.kept_checkpoints(out) == []  # kept ones are validations' weights only
+
+
 # -- SIGKILL at random moments: the last checkpoint is always whole --------------------------------
 
 
