@@ -100,6 +100,7 @@ class Trainer:
         self._bad_losses = 0
         self.global_tokens = 0  # target tokens of the last update, summed over ranks
         self.alignment_loss: float | None = None  # guided term per guided step, last update
+        self.nll = 0.0  # plain NLL per target token of the last update (its ppl is logged)
 
     # -- data -------------------------------------------------------------------------------
     def _load_training_data(self) -> None:
@@ -172,7 +173,7 @@ class Trainer:
         self.global_tokens = int(global_tokens)  # target tokens of this update, all ranks
         per = global_sentences if self.config.train.normalization == "sentences" else global_tokens
         with self.autocast:
-            loss_sum, _, alignment = self.objective(
+            loss_sum, nll_sum, alignment = self.objective(
                 batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_out, batch.guide
             )
         # DDP averages gradients over ranks; scaling by world/global tokens (or sentences) makes
@@ -188,16 +189,20 @@ class Trainer:
         reported = [
             float(torch.isfinite(loss).item()),
             loss_sum.item() / max(1.0, global_tokens),  # the loss per target token, all ranks
+            nll_sum.item() / max(1.0, global_tokens),  # its plain NLL (no smoothing), for ppl
             alignment.item() if guided else 0.0,
             batch.guide.weights.sum().item() if guided else 0.0,  # guided steps: weights sum to 1
         ]
-        finite, value, alignment_sum, guided_steps = sum_values(reported, self.ranks, self.device)
+        finite, value, nll, alignment_sum, guided_steps = sum_values(
+            reported, self.ranks, self.device
+        )
         if finite < self.ranks.world:
             return self._skip_update()
         if guided:  # the loss reported stays the translation loss, comparable with unguided runs
             value -= self.config.train.guided_alignment * alignment_sum / max(1.0, global_tokens)
             self.alignment_loss = alignment_sum / max(1.0, guided_steps)
         self._bad_losses = 0
+        self.nll = nll
         if self.config.train.clip_norm > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.train.clip_norm)
         if self.scaler is not None:
@@ -240,7 +245,7 @@ class Trainer:
                 if loss is not None:
                     self.progress.step += 1
                     self.progress.tokens_seen += self.global_tokens
-                    window.add(loss, self.global_tokens, self.alignment_loss)
+                    window.add(loss, self.global_tokens, self.alignment_loss, self.nll)
                     if self.progress.step % t.log_every == 0:
                         self._report(window, lr, len(batches), clock)
                     if self.progress.step % t.valid_every == 0:
@@ -308,7 +313,8 @@ class Trainer:
                     "epoch": self.progress.epoch + 1,
                     "batch": self.progress.batch_index,
                     "batches": n_batches,
-                    "loss": round(window.mean_loss(), 4),
+                    "loss": round(window.mean_loss(), 4),  # label-smoothed, as trained
+                    "ppl": round(math.exp(min(window.mean_nll(), 50.0)), 2),  # of the plain NLL
                     **self._alignment_report(window),
                     "lr": lr,
                     "tokens_per_s": round(window.tokens / window.seconds(), 1),
@@ -488,11 +494,15 @@ class _Window:
         self.restart()
 
     def restart(self) -> None:
-        self.loss, self.steps, self.tokens, self.started = 0.0, 0, 0, time.monotonic()
+        self.loss, self.nll, self.steps, self.tokens = 0.0, 0.0, 0, 0
+        self.started = time.monotonic()
         self.alignment, self.alignment_steps = 0.0, 0
 
-    def add(self, loss: float, tokens: int, alignment: float | None = None) -> None:
+    def add(
+        self, loss: float, tokens: int, alignment: float | None = None, nll: float | None = None
+    ) -> None:
         self.loss += loss
+        self.nll += loss if nll is None else nll
         self.steps += 1
         self.tokens += tokens
         if alignment is not None:
@@ -504,3 +514,6 @@ class _Window:
 
     def mean_loss(self) -> float:
         return self.loss / max(1, self.steps)
+
+    def mean_nll(self) -> float:
+        return self.nll / max(1, self.steps)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from cli_runner import invoke
 
@@ -102,3 +103,24 @@ def test_max_time_is_a_budget_for_the_whole_run_across_resumes(toy_data_dir, tmp
         more.exit_code == 0
         and checkpoint.load(model / checkpoint.LAST_FILE)["progress"]["step"] == 8
     )
+
+
+def test_the_logged_training_perplexity_is_of_the_plain_nll_not_the_smoothed_loss(
+    toy_data_dir, tmp_path
+):
+    import json
+    import math
+
+    logged = {}
+    for smoothing in ("0", "0.3"):
+        out = tmp_path / f"ls{smoothing}"
+        result = invoke("train", toy_data_dir, "-o", out, *TINY, "--max-steps", "40",
+                        "--label-smoothing", smoothing, "--log-every", "10")  # fmt: skip
+        assert result.exit_code == 0, result.stderr
+        events = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
+        logged[smoothing] = [e for e in events if e["event"] == "train"]
+        assert f"ppl {logged[smoothing][-1]['ppl']:.2f}" in result.stderr
+    for event in logged["0"]:  # no smoothing: the loss is the NLL
+        assert event["ppl"] == pytest.approx(math.exp(event["loss"]), rel=1e-3)
+    last = logged["0.3"][-1]  # once the model has learnt, smoothing adds to the loss, not the NLL
+    assert last["ppl"] < math.exp(last["loss"]) * 0.9

@@ -40,6 +40,11 @@ def _ppl(loss: float | None) -> str:
     return "–" if loss is None else f"{math.exp(min(loss, 50)):.2f}"
 
 
+def _train_ppl(event: dict) -> str:
+    """Training perplexity: of the plain NLL (logs before it was kept: of the loss)."""
+    return f"{event['ppl']:.2f}" if "ppl" in event else _ppl(event["loss"])
+
+
 class TrainDisplay:
     """Turns trainer events into a live rich table (terminal) or one line per event (logs)."""
 
@@ -104,7 +109,7 @@ class TrainDisplay:
         if kind == "train":
             align = f" align {e['align_loss']:.3f}" if "align_loss" in e else ""
             return (
-                f"step {e['step']} epoch {e['epoch']} loss {e['loss']:.3f} ppl {_ppl(e['loss'])}"
+                f"step {e['step']} epoch {e['epoch']} loss {e['loss']:.3f} ppl {_train_ppl(e)}"
                 f"{align} lr {e['lr']:.2e} {e['tokens_per_s']:.0f} tok/s elapsed {_clock(e['elapsed'])} "
                 f"left {_clock(e['remaining'])}"
             )
@@ -136,7 +141,7 @@ class TrainDisplay:
                 f"{t['epoch']} ({t['batch']}/{t['batches']})",
                 str(t["step"]),
                 f"{t['loss']:.3f}",
-                _ppl(t["loss"]),
+                _train_ppl(t),
                 *((f"{t['align_loss']:.3f}",) if guided else ()),
                 f"{t['lr']:.2e}",
                 f"{t['tokens_per_s']:.0f}",
