@@ -49,6 +49,9 @@ def average_checkpoints(model_dir: Path, last: int, out_dir: Path, force: bool =
     meta_file = model_dir / checkpoint.META_FILE
     meta = checkpoint.read_json(meta_file) if meta_file.is_file() else {}
     meta["averaged"] = [path.name for path in sources]
+    # the source's scores are those of its best checkpoint: these weights were never validated
+    meta.update(best_dev_bleu=None, best_step=None)
+    meta["step"] = payloads[-1].get("meta", {}).get("step", meta.get("step"))
     with atomic.staged_directory(out_dir, force, [model_dir], checkpoint.MODEL_FILE) as stage:
         checkpoint.write_json(stage / checkpoint.CONFIG_FILE, config)
         kept = (

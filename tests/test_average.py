@@ -108,3 +108,19 @@ def test_average_replaces_only_a_model_directory_and_only_with_force(kept_model_
     assert (notes / "mine.txt").read_text() == "mine"
     inside = invoke("average", kept_model, "--last", "1", "-o", kept_model / "checkpoints")
     assert inside.exit_code == 2 and "lies inside" in inside.stderr
+
+
+def test_an_averaged_model_does_not_claim_its_sources_dev_score(tmp_path, toy_data_dir):
+    import json
+
+    model = tmp_path / "model"
+    trained = invoke("train", toy_data_dir, "-o", model, "--emb-size", "16", "--hidden-size",
+                     "16", "--max-steps", "6", "--valid-every", "2", "--keep-checkpoints", "3",
+                     "--threads", "1")  # fmt: skip
+    assert trained.exit_code == 0, trained.stderr
+    assert json.loads((model / "meta.json").read_text())["best_dev_bleu"] is not None
+    out = tmp_path / "avg"
+    assert invoke("average", model, "--last", "2", "-o", out).exit_code == 0
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["best_dev_bleu"] is None and meta["best_step"] is None
+    assert meta["step"] == 6 and meta["averaged"] == ["step-00000004.pt", "step-00000006.pt"]

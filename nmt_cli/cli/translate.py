@@ -26,7 +26,11 @@ def translate(
     input: Path | None = option(None, "Input file (plain or .gz); default stdin.", "--input", "-i"),
     beam: int = beam_option(_SEARCH),
     batch_size: int = batch_size_option(_SEARCH),
-    nbest: int = _search(1, "Print the N best translations (Moses n-best format)."),
+    nbest: int = _search(
+        1,
+        "Print the N best translations, best first: `line ||| translation ||| score` "
+        "(the line counted from 0, as Moses does; no feature field).",
+    ),
     length_penalty: float = _search(1.0, "GNMT length penalty alpha (0 = none)."),
     max_len_ratio: float = _search(2.0, "Output at most ratio × source pieces + 10."),
     max_len: int = _search(

@@ -26,7 +26,8 @@ def as_text(translation, links: set[Link] | None = None) -> str:
 
 
 def as_nbest(index: int, translation) -> str:
-    """Moses n-best lines: `index ||| translation ||| score`, best first."""
+    """n-best lines as Moses numbers them, without its feature field: `index ||| translation |||
+    score`, best first."""
     if not translation.alternatives:
         return f"{index} ||| {translation.text} ||| 0.0\n"
     return "".join(
