@@ -218,9 +218,14 @@ def _encoded(
     if len(models) > 1:
         others = zip(models[1:], sources[1:], strict=True)
         state = (state, *(other.encode(*_collated(own, device)) for other, own in others))
+    return state, output_limits(lengths, options)
+
+
+def output_limits(lengths: torch.Tensor, options: SearchOptions) -> torch.Tensor:
+    """The most target pieces each sentence may get (B,), from its source pieces (B,)."""
     if options.max_len:  # one fixed limit, as the peers' max_length (bench/ compares at it)
-        return state, torch.full_like(lengths, options.max_len)
-    return state, (lengths.float() * options.max_len_ratio + options.max_len_extra).long()
+        return torch.full_like(lengths, options.max_len)
+    return (lengths.float() * options.max_len_ratio + options.max_len_extra).long()
 
 
 def _collated(sources: Sequence[np.ndarray], device: torch.device):

@@ -47,6 +47,7 @@ class Translation:
     attention: np.ndarray | None = None
     alternatives: list[tuple[str, float]] = field(default_factory=list)  # n-best, best first
     truncated: bool = False  # the source was longer than the model's limit and was cut
+    cut: bool = False  # the output reached the search's length limit (see `output_limits`)
 
 
 SALIENCY_CHUNK = 32  # target steps whose saliency one backward pass computes
@@ -200,8 +201,11 @@ class Translator:
             Translation(source=line, text="", truncated=encoded[i][1])
             for i, line in enumerate(lines)
         ]
+        lengths = torch.tensor([len(ids) for ids, _ in encoded], dtype=torch.long)
+        limits = decoding.output_limits(lengths, options).tolist()
         for i, k in todo:
             results[i] = self._finish(lines[i], encoded[i], nbests[k], replace_unk, with_attention)
+            results[i].cut = len(nbests[k][0].tokens) >= limits[i]
         return results
 
     def stream(self, options: SearchOptions, with_attention: bool = False) -> TranslationStream:

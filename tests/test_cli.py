@@ -651,3 +651,18 @@ def test_align_json_and_shown_words_name_words_as_written_not_by_unknown_pieces(
     )
     assert "<unk>" in " ".join(translation_words(translation).src_words)  # the piece names
     assert shown_words(translation).src_words == ["Ωapple", "river"]
+
+
+def test_translate_says_which_translations_reached_the_length_limit(toy_model_dir):
+    text = "apple river stone green\nsun\n"
+    free = invoke("translate", "-m", toy_model_dir, input=text)
+    assert free.exit_code == 0 and "length limit" not in free.stderr
+    capped = invoke("translate", "-m", toy_model_dir, "--max-len", "2", "--json", input=text)
+    assert capped.exit_code == 0, capped.stderr
+    records = [json.loads(line) for line in capped.stdout.splitlines()]
+    assert [len(r["pieces"]) <= 2 for r in records] == [True, True]
+    for number, record in enumerate(records, start=1):
+        warned = f"line {number}: the translation reached its length limit" in capped.stderr
+        assert warned == (len(record["pieces"]) == 2)
+    assert "line 1: the translation reached its length limit (2 pieces)" in capped.stderr
+    assert "cut" not in records[0]  # the JSON object keeps its keys

@@ -144,6 +144,11 @@ def _writer(translator, json_output: bool, align: bool, nbest: int):
             warn(
                 f"line {number} is longer than the model's {limit} pieces: translated its first {limit}"
             )
+        if translation.cut:
+            warn(
+                f"line {number}: the translation reached its length limit ({len(translation.pieces)} "
+                "pieces) and ends there: raise --max-len (or --max-len-ratio) if it is cut short"
+            )
         if json_output:
             return as_json(translation, aligner.links(translation)) + "\n"
         if nbest > 1:
