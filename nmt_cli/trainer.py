@@ -375,13 +375,18 @@ class Trainer:
         self._save_last()
         self._emit(self._valid_event(scores, improved))
 
+    def _epoch_counted(self) -> int:
+        """The epoch as the log counts it: the one under way, or the one just finished."""
+        p = self.progress
+        return p.epoch + (0 if p.batch_index == 0 else 1)
+
     def _valid_event(self, scores: DevScores, improved: bool) -> Event:
         p = self.progress
         return Event(
             "valid",
             {
                 "step": p.step,
-                "epoch": p.epoch + (0 if p.batch_index == 0 else 1),
+                "epoch": self._epoch_counted(),
                 **scores.fields(),
                 "best_bleu": round(p.best_bleu, 2),
                 "best_by": p.best_by,
@@ -405,7 +410,7 @@ class Trainer:
             "nmt_version": nmt_cli.__version__,
             "torch_version": str(torch.__version__),
             "step": self.progress.step,
-            "epoch": self.progress.epoch,
+            "epoch": self._epoch_counted(),  # as the log counts it
             "best_dev_bleu": self._best_dev_bleu(),
             "best_step": self.progress.best_step,
             "tokens_seen": self.progress.tokens_seen,

@@ -124,3 +124,15 @@ def test_the_logged_training_perplexity_is_of_the_plain_nll_not_the_smoothed_los
         assert event["ppl"] == pytest.approx(math.exp(event["loss"]), rel=1e-3)
     last = logged["0.3"][-1]  # once the model has learnt, smoothing adds to the loss, not the NLL
     assert last["ppl"] < math.exp(last["loss"]) * 0.9
+
+
+def test_meta_json_counts_epochs_as_the_log_does(toy_data_dir, tmp_path):
+    import json
+
+    model = tmp_path / "model"
+    result = invoke("train", toy_data_dir, "-o", model, *TINY, "--max-steps", "3")
+    assert result.exit_code == 0, result.stderr
+    progress = checkpoint.load(model / checkpoint.LAST_FILE)["progress"]
+    assert progress["epoch"] == 0 and progress["batch_index"] == 3  # inside the first epoch
+    assert json.loads((model / "meta.json").read_text())["epoch"] == 1
+    assert "done: 3 steps, epoch 1," in result.stderr
