@@ -65,10 +65,11 @@ class WordAttention:
         return len(self.src_words) - self.eos_src, len(self.tgt_words) - self.eos_tgt
 
     def named_by(self, source: str, target: str, unit: str) -> WordAttention:
-        """The same weights with each side's words named by `surface_names` of its text."""
+        """The same weights with each side's units named as its text writes them (words by
+        `surface_names`; char units cut from the text as from pieces), when as many."""
         n_src, n_tgt = self.real_shape()
-        src = surface_names(self.src_words[:n_src], source, unit) + self.src_words[n_src:]
-        tgt = surface_names(self.tgt_words[:n_tgt], target, unit) + self.tgt_words[n_tgt:]
+        src = _written(self.src_words[:n_src], source, unit) + self.src_words[n_src:]
+        tgt = _written(self.tgt_words[:n_tgt], target, unit) + self.tgt_words[n_tgt:]
         return replace(self, src_words=src, tgt_words=tgt)
 
     def without_eos(self, links: Iterable[Link]) -> set[Link]:
@@ -106,6 +107,14 @@ def _choice(value: str, valid: tuple[str, ...], what: str) -> str:
 
 
 # --- pieces to words ------------------------------------------------------------------------
+
+
+def _written(names: list[str], text: str, unit: str) -> list[str]:
+    """Unit names from the text itself (see `WordAttention.named_by`)."""
+    if unit != "char":
+        return surface_names(names, text, unit)
+    written = _char_units([MARKER + word for word in text.split()])[0]
+    return written if len(written) == len(names) else names
 
 
 def surface_names(names: list[str], text: str, unit: str = "word") -> list[str]:

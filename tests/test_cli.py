@@ -643,6 +643,8 @@ def test_align_json_and_shown_words_name_words_as_written_not_by_unknown_pieces(
     assert result.exit_code == 0, result.stderr
     record = json.loads(result.stdout)
     assert record["src_words"] == ["apple", "Ωriver"] and record["tgt_words"] == ["RIVER", "APPLE"]
+    chars = invoke("align", "-m", toy_model_dir, "--json", "--unit", "char", input=line + "\n")
+    assert chars.exit_code == 0 and json.loads(chars.stdout)["src_words"] == ["apple", "Ωriver"]
     plain = invoke("align", "-m", toy_model_dir, "--json", input="apple ωriver ||| RIVER APPLE\n")
     assert json.loads(plain.stdout)["alignment"] == record["alignment"]  # links as before
     translator = Translator.load(toy_model_dir)
