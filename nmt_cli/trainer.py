@@ -298,6 +298,7 @@ class Trainer:
     def _interrupt(self, clock: _Clock) -> None:
         self.progress.train_seconds = clock.total()
         self._save_last(kept=False)  # resumable, but not one of the validated kept checkpoints
+        self._emit(Event("interrupted", {**asdict(self.progress), "epoch": self._epoch_counted()}))
         raise Interrupted(
             f"training stopped at step {self.progress.step}; resumable state saved in "
             f"{self.model_dir / checkpoint.LAST_FILE}: continue with --resume"

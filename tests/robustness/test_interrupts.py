@@ -149,6 +149,8 @@ def test_an_interrupt_is_resumable_but_not_one_of_the_kept_checkpoints(
     run.wait_for(_trained_steps(3))
     assert run.stop(signal.SIGINT) == 130, run.stderr
     assert _last_step(out) >= 3  # resumable from where it stopped
+    stops = [e for e in run.events() if e["event"] == "interrupted"]  # the log says so
+    assert len(stops) == 1 and stops[0]["step"] == _last_step(out)
     assert checkpoint.kept_checkpoints(out) == []  # kept ones are validations' weights only
 
 
