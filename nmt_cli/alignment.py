@@ -110,7 +110,8 @@ def _choice(value: str, valid: tuple[str, ...], what: str) -> str:
 
 
 def _written(names: list[str], text: str, unit: str) -> list[str]:
-    """Unit names from the text itself (see `WordAttention.named_by`)."""
+    """Unit names from the text itself (see `WordAttention.named_by`); the pieces' names when
+    the counts differ (SentencePiece merged unknown characters into one "<unk>", say)."""
     if unit != "char":
         return surface_names(names, text, unit)
     written = _char_units([MARKER + word for word in text.split()])[0]

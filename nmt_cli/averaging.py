@@ -1,7 +1,7 @@
 """Checkpoint averaging: the element-wise mean of the last checkpoints a training run kept.
 
-`train --keep-checkpoints N` keeps the weights of its last N saves (`checkpoint.kept_checkpoints`);
-their mean is often a little better than any one of them, for the price of a file copy.
+`train --keep-checkpoints N` keeps the weights of its last N validations (and of its final
+save; `checkpoint.kept_checkpoints`); their mean is often a little better than any one of them, for the price of a file copy.
 The result is a model directory like the one `nmt train` writes, so every command takes it.
 """
 
@@ -51,7 +51,9 @@ def average_checkpoints(model_dir: Path, last: int, out_dir: Path, force: bool =
     meta["averaged"] = [path.name for path in sources]
     # the source's scores are those of its best checkpoint: these weights were never validated
     meta.update(best_dev_bleu=None, best_step=None)
-    meta["step"] = payloads[-1].get("meta", {}).get("step", meta.get("step"))
+    last = payloads[-1].get("meta", {})  # progress at the last averaged checkpoint
+    for key in ("step", "epoch", "tokens_seen", "train_seconds"):
+        meta[key] = last.get(key)  # None where an older checkpoint did not keep it
     with atomic.staged_directory(out_dir, force, [model_dir], checkpoint.MODEL_FILE) as stage:
         checkpoint.write_json(stage / checkpoint.CONFIG_FILE, config)
         kept = (

@@ -11,7 +11,7 @@ A model directory holds:
                        meetings" line per linked word pair, tab-separated
   train.jsonl          one JSON object per progress report and validation
   checkpoints/last.pt  everything needed to resume (optimizer, schedule, step, RNG, data position)
-  checkpoints/step-N.pt the weights at update N, the last `train --keep-checkpoints` saves
+  checkpoints/step-N.pt the weights at update N, the last `train --keep-checkpoints` validations
                        (same layout as model.pt), which `nmt average` averages
 
 Every file is written to a temporary sibling, fsynced and renamed, so a kill at any moment
@@ -318,9 +318,15 @@ def save_resume(model_dir: Path, state: dict[str, Any], keep: int = 0) -> None:
         rng["cuda"] = torch.cuda.get_rng_state_all()
     save(model_dir / LAST_FILE, {**state, "rng": rng})
     if keep:
-        step = state["progress"]["step"]
-        weights = {"config": state["config"], "weights": state["weights"], "meta": {"step": step}}
-        save_kept(model_dir, step, weights, keep)
+        progress = state["progress"]
+        meta = {
+            "step": progress["step"],
+            "epoch": progress["epoch"] + (1 if progress["batch_index"] else 0),  # as logged
+            "tokens_seen": progress.get("tokens_seen"),
+            "train_seconds": round(progress.get("train_seconds", 0.0), 1),
+        }
+        weights = {"config": state["config"], "weights": state["weights"], "meta": meta}
+        save_kept(model_dir, progress["step"], weights, keep)
 
 
 def save_kept(model_dir: Path, step: int, payload: dict[str, Any], keep: int) -> None:

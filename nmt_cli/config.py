@@ -71,7 +71,7 @@ class TrainConfig:
     valid_sentences: int = 500  # dev sentences decoded for BLEU at each validation (0: all)
     patience: int = 8  # stop after this many validations without a better dev BLEU (0: never)
     log_every: int = 20  # report progress every N updates
-    keep_checkpoints: int = 0  # also keep the weights of the last N saves (nmt average); 0: none
+    keep_checkpoints: int = 0  # weights of the last N validations (nmt average); 0: none
     seed: int = 1234  # seeds batching, initialisation and dropout
     device: str = "auto"  # auto (cuda when available), cpu or cuda
     threads: int = 0  # CPU threads for torch (0: all cores)

@@ -232,6 +232,8 @@ class Trainer:
         clock = _Clock(self.progress.train_seconds)
         window = _Window()
         stopped = self._should_stop(clock)  # a resumed run may be at its limit already
+        if stopped and self.progress.step and not self.stop.is_set():
+            self._say_spent(t)
         while not stopped and not self._finished_epochs():
             batches = self.epoch_batches(self.progress.epoch)
             self._emit(Event("epoch", {"epoch": self.progress.epoch + 1, "batches": len(batches)}))
@@ -295,10 +297,22 @@ class Trainer:
             self.stop.set()  # so every rank saves and exits the same way
         return bool(signalled or spent)
 
+    def _say_spent(self, t) -> None:
+        """Why a resumed run trains no further: its budget (kept in its config) is spent."""
+        p = self.progress
+        if t.max_steps and p.step >= t.max_steps:
+            spent = f"--max-steps {t.max_steps} is reached (step {p.step})"
+        elif t.max_time and p.train_seconds >= t.max_time:
+            spent = f"--max-time {t.max_time:g}s is spent ({p.train_seconds:.0f}s trained)"
+        else:
+            return
+        message = f"{spent}: give a larger one (0: no limit) to train on"
+        self._emit(Event("warning", {"step": p.step, "message": message}))
+
     def _interrupt(self, clock: _Clock) -> None:
         self.progress.train_seconds = clock.total()
         self._save_last(kept=False)  # resumable, but not one of the validated kept checkpoints
-        self._emit(Event("interrupted", {**asdict(self.progress), "epoch": self._epoch_counted()}))
+        self._emit(Event("interrupted", asdict(self.progress)))  # counted as 'done' counts
         raise Interrupted(
             f"training stopped at step {self.progress.step}; resumable state saved in "
             f"{self.model_dir / checkpoint.LAST_FILE}: continue with --resume"

@@ -124,3 +124,5 @@ def test_an_averaged_model_does_not_claim_its_sources_dev_score(tmp_path, toy_da
     meta = json.loads((out / "meta.json").read_text())
     assert meta["best_dev_bleu"] is None and meta["best_step"] is None
     assert meta["step"] == 6 and meta["averaged"] == ["step-00000004.pt", "step-00000006.pt"]
+    last = checkpoint.load(model / checkpoint.LAST_FILE)["progress"]  # trained to step 6 too
+    assert meta["tokens_seen"] == last["tokens_seen"] and meta["epoch"] >= 1

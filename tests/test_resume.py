@@ -136,3 +136,18 @@ def test_meta_json_counts_epochs_as_the_log_does(toy_data_dir, tmp_path):
     assert progress["epoch"] == 0 and progress["batch_index"] == 3  # inside the first epoch
     assert json.loads((model / "meta.json").read_text())["epoch"] == 1
     assert "done: 3 steps, epoch 1," in result.stderr
+
+
+def test_a_resume_whose_budget_is_spent_says_so(toy_data_dir, tmp_path):
+    model = tmp_path / "model"
+    first = invoke(
+        "train", toy_data_dir, "-o", model, *TINY, "--max-steps", "50", "--max-time", "0.2s"
+    )
+    assert first.exit_code == 0, first.stderr
+    step = checkpoint.load(model / checkpoint.LAST_FILE)["progress"]["step"]
+    assert step < 50  # stopped by time
+    again = invoke("train", toy_data_dir, "-o", model, "--resume")  # the saved budget holds
+    assert again.exit_code == 0, again.stderr
+    said = " ".join(again.stderr.split())
+    assert "--max-time 0.2s is spent" in said and "give a larger one" in said
+    assert checkpoint.load(model / checkpoint.LAST_FILE)["progress"]["step"] == step

@@ -48,15 +48,16 @@ def train(
     max_epochs: int | None = _train(None, "Stop after N epochs (0: no limit)."),
     max_time: str | None = _train(
         None,
-        "Stop after this much training time in all (a --resume counts the runs before it, "
-        "as --max-steps does), e.g. 90s, 20m, 1.5h.",
+        "Stop after this much training time in all, e.g. 90s, 20m, 1.5h: a --resume counts "
+        "the runs before it, as --max-steps does, and keeps the budget unless given a new one.",
     ),
     valid_every: int | None = _train(None, "Validate every N updates."),
     log_every: int | None = _train(None, "Report progress every N updates."),
     patience: int | None = _train(None, "Early stopping after N validations without gain."),
     seed: int | None = _train(None, "Random seed."),
     keep_checkpoints: int | None = _train(
-        None, "Also keep the weights of the last N checkpoints, for `nmt average` (0: none)."
+        None,
+        "Also keep the weights of the last N validations (and the final save), for `nmt average` (0: none).",
     ),
     guided_alignment: float | None = _train(
         None,

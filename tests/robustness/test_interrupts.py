@@ -140,6 +140,17 @@ def test_signal_saves_a_resumable_checkpoint_and_exits_130(toy_data_dir, tmp_pat
     assert (resumed, done) == (step, step + 3)
 
 
+def test_an_interrupt_keeps_the_validated_checkpoints_it_had(toy_data_dir, tmp_path, runs):
+    config, out = _config(tmp_path, valid_every=2), tmp_path / "model"
+    run = Training(toy_data_dir, out, config, "--keep-checkpoints", "2")
+    runs.append(run)
+    run.wait_for(lambda events: sum(e["event"] == "valid" for e in events) >= 3)
+    assert run.stop(signal.SIGINT) == 130, run.stderr
+    validated = [e["step"] for e in run.events() if e["event"] == "valid"]
+    kept = [int(p.stem.split("-")[1]) for p in checkpoint.kept_checkpoints(out)]
+    assert kept == validated[-2:]  # the last two validations, not the step it stopped at
+
+
 def test_an_interrupt_is_resumable_but_not_one_of_the_kept_checkpoints(
     toy_data_dir, tmp_path, runs
 ):
