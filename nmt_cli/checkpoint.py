@@ -39,6 +39,7 @@ import torch
 
 from nmt_cli import atomic
 from nmt_cli.errors import ArtifactError, ConfigError
+from nmt_cli.progress import counted_epoch
 
 if TYPE_CHECKING:
     from nmt_cli.alignment import LinkRates
@@ -321,7 +322,7 @@ def save_resume(model_dir: Path, state: dict[str, Any], keep: int = 0) -> None:
         progress = state["progress"]
         meta = {
             "step": progress["step"],
-            "epoch": progress["epoch"] + (1 if progress["batch_index"] else 0),  # as logged
+            "epoch": counted_epoch(progress["epoch"], progress["batch_index"]),  # as logged
             "tokens_seen": progress.get("tokens_seen"),
             "train_seconds": round(progress.get("train_seconds", 0.0), 1),
         }

@@ -32,3 +32,9 @@ def count(task: str, done: int, total: int | None) -> Event:
 
 def ignore(event: Event) -> None:
     """The callback when nobody is watching."""
+
+
+def counted_epoch(epoch: int, batch_index: int) -> int:
+    """The epoch as logs count it, from training progress (epochs finished, batches into the
+    next): the one under way, or the one just finished."""
+    return epoch + (1 if batch_index else 0)

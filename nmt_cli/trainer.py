@@ -28,7 +28,7 @@ from nmt_cli.distributed import Ranks, barrier, broadcast, shard, sum_values
 from nmt_cli.errors import Interrupted, NmtError
 from nmt_cli.loss import Objective
 from nmt_cli.model.seq2seq import Seq2Seq
-from nmt_cli.progress import Event, OnEvent, ignore
+from nmt_cli.progress import Event, OnEvent, counted_epoch, ignore
 from nmt_cli.validation import DevScores, Validator
 
 MAX_BAD_LOSSES = 5  # consecutive non-finite losses before training stops
@@ -392,8 +392,7 @@ class Trainer:
 
     def _epoch_counted(self) -> int:
         """The epoch as the log counts it: the one under way, or the one just finished."""
-        p = self.progress
-        return p.epoch + (0 if p.batch_index == 0 else 1)
+        return counted_epoch(self.progress.epoch, self.progress.batch_index)
 
     def _valid_event(self, scores: DevScores, improved: bool) -> Event:
         p = self.progress

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from nmt_cli.progress import Event, OnEvent
+from nmt_cli.progress import Event, OnEvent, counted_epoch
 
 
 def _best(e: dict) -> str:
@@ -123,7 +123,7 @@ class TrainDisplay:
         if kind == "warning":
             return f"warning: {e['message']}"
         if kind == "done":  # the epoch counted as the step lines count it: the one it is in
-            epoch = e["epoch"] + (1 if e.get("batch_index") else 0)
+            epoch = counted_epoch(e["epoch"], e.get("batch_index", 0))
             return (
                 f"done: {e['step']} steps, epoch {epoch}, {_best(e)}, {_clock(e['train_seconds'])}"
             )
