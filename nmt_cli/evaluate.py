@@ -163,6 +163,39 @@ def check_ter_lengths(files: Sequence[tuple[Path, Sequence[str]]]) -> None:
                 )
 
 
+def unicode_form_problems(files: Sequence[tuple[str | os.PathLike, Sequence[str]]]) -> list[str]:
+    """For each file whose lines are not all in Unicode NFC, or hold invisible characters
+    (`clean.INVISIBLE`: zero-width space, soft hyphen...), what to say: sacreBLEU compares code
+    points, so such a line scores as different text from the same words as `nmt translate`
+    writes them (NFC, without those characters)."""
+    import unicodedata
+
+    from nmt_cli.data.clean import INVISIBLE
+
+    problems = []
+    for name, lines in files:
+        composed = invisible = 0
+        first = None
+        for number, line in enumerate(lines, start=1):
+            if line.isascii():
+                continue
+            odd = not unicodedata.is_normalized("NFC", line)
+            hidden = any(char in line for char in INVISIBLE)
+            composed, invisible = composed + odd, invisible + hidden
+            if (odd or hidden) and first is None:
+                first = number
+        if first is None:
+            continue
+        kinds = [f"{composed:,} not in Unicode NFC"] if composed else []
+        kinds += [f"{invisible:,} with zero-width or soft-hyphen characters"] if invisible else []
+        problems.append(
+            f"{name}: {' and '.join(kinds)} of its lines (the first: line {first}); sacreBLEU "
+            "compares code points, so they score as different from the same text in NFC "
+            "without those characters, as nmt translate writes it: normalise the file to match"
+        )
+    return problems
+
+
 # Ideographs and kana (no punctuation or full-width forms): the letters of unspaced scripts.
 _LETTER = "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff"
 _SPACED_LETTERS = re.compile(f"[{_LETTER}][ \\t]+(?=[{_LETTER}])")  # not U+3000: layout

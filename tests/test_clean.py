@@ -22,6 +22,11 @@ from nmt_cli.data.clean import (
     "raw, clean",
     [
         ("\ufeffHallo Welt", "Hallo Welt"),  # BOM at the start of a file
+        ("Hallo\u200b Welt\u00ad\u2060\ufeff", "Hallo Welt"),  # invisible characters
+        (
+            "\u0645\u06cc\u200c\u0634\u0648\u062f",
+            "\u0645\u06cc\u200c\u0634\u0648\u062f",
+        ),  # ZWNJ stays
         ("line from windows\r", "line from windows"),  # CRLF
         ("  many   spaces\there  ", "many spaces here"),
         ("non\u00a0breaking\u3000ideographic", "non breaking ideographic"),
@@ -37,10 +42,10 @@ def test_normalize_treats_every_unicode_whitespace_as_a_space():
     spaces = [chr(c) for c in range(0x110000) if chr(c).isspace()]
     assert len(spaces) > 20 and "\u2028" in spaces and "\x1c" in spaces
     rng = random.Random(7)
-    alphabet = [*spaces, " ", " ", "a", "é", "中", ".", "\ufeff"]
+    alphabet = [*spaces, " ", " ", "a", "é", "中", ".", "\ufeff", "\u200b"]
     for _ in range(5_000):
         raw = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8)))
-        expected = " ".join(raw.replace("\ufeff", "").split())
+        expected = " ".join(raw.replace("\ufeff", "").replace("\u200b", "").split())
         assert normalize(raw) == expected, repr(raw)
 
 

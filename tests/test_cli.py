@@ -423,13 +423,17 @@ def test_a_data_directory_given_as_the_model_is_named_as_one(toy_data_dir):
     )
 
 
-def test_align_says_when_the_gold_links_fit_only_the_other_way_round(toy_model_dir, tmp_path):
+def test_align_refuses_to_score_gold_links_that_fit_only_the_other_way_round(
+    toy_model_dir, tmp_path
+):
     gold = tmp_path / "gold.align"
     gold.write_text("2-0 1-1\n", encoding="utf-8")  # target-source: 3 target words, 2 source
     text = "apple river ||| RIVER APPLE SUN\n"
     result = invoke("align", "-m", toy_model_dir, "--view", "none", "--gold", gold, input=text)
-    assert result.exit_code == 0 and "link 2-0 lies outside the sentence" in result.stderr
-    assert "every gold link fits the sentences with its two numbers swapped" in result.stderr
+    assert result.exit_code == 2 and "link 2-0 lies outside the sentence" in result.stderr
+    assert "every gold link fits with its two numbers swapped" in result.stderr
+    assert "AER" not in result.stderr and "Traceback" not in result.output  # no score
+    assert len(result.stderr.strip().splitlines()) == 1
     gold.write_text("0-2 1-1\n", encoding="utf-8")  # the right way round: no warning at all
     result = invoke("align", "-m", toy_model_dir, "--view", "none", "--gold", gold, input=text)
     assert result.exit_code == 0 and "swapped" not in result.stderr
@@ -490,7 +494,7 @@ def test_align_with_include_eos_checks_gold_links_against_the_real_words(toy_mod
         "align", "-m", toy_model_dir, "--view", "none", "--include-eos", "--gold", gold,
         input="apple river ||| RIVER APPLE\n",
     )  # fmt: skip
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 2 and "AER" not in result.stderr
     assert "link 0-2 lies outside the sentence (2 source words, 2 target words)" in " ".join(
         result.stderr.split()
     )
@@ -510,13 +514,19 @@ def test_translate_refuses_values_too_large_to_finish(toy_model_dir, flags, mess
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
-def test_align_says_when_the_gold_links_fit_only_counted_from_one(toy_model_dir, tmp_path):
+def test_align_refuses_gold_links_outside_their_sentences_and_says_if_counted_from_one(
+    toy_model_dir, tmp_path
+):
     gold = tmp_path / "gold.align"
     gold.write_text("1-2 2-1\n3-3 1-1\n", encoding="utf-8")  # 1-based: 3-3 is outside pair 2
     text = "apple river ||| RIVER APPLE\ngreen bird sun ||| SUN BIRD GREEN\n"
     result = invoke("align", "-m", toy_model_dir, "--view", "none", "--gold", gold, input=text)
-    assert result.exit_code == 0, result.output
-    assert "the file may count words from 1" in " ".join(result.stderr.split())
+    assert result.exit_code == 2 and "AER" not in result.stderr  # 3-3 would count as missed
+    message = " ".join(result.stderr.split())
+    assert f"{gold}: sentence 1: link 1-2 lies outside the sentence" in message
+    assert "(and 2 more such links)" in message  # 2-1 and 3-3
+    assert "the file may count words from 1" in message
+    assert len(result.stdout.splitlines()) == 2  # the links themselves are written in full
 
 
 def test_commands_with_their_own_path_checks_skip_clicks_readability_check():

@@ -129,6 +129,22 @@ class AlignOutput:
             for i, j in ref.possible
         )
 
+    def _gold_fix(self, gold) -> str:
+        """What to do about gold links outside their sentences."""
+        if self._fits_one_based(gold):
+            return (
+                "every gold link fits with both numbers lowered by one: the file may count "
+                "words from 1, Pharaoh links count from 0 (subtract 1 from each number)"
+            )
+        if self._fits_swapped(gold):
+            return (
+                "every gold link fits with its two numbers swapped: the file may list "
+                "target-source links; swap each i-j to j-i (in a NAACL file, the second and "
+                "third columns), or align in the direction it was made for (--src and --tgt "
+                "swapped, with a model of that direction)"
+            )
+        return "give the gold links of these sentence pairs, counting words from 0"
+
     def _score(self, gold) -> None:
         from nmt_cli.alignment import check_range, score_alignments
         from nmt_cli.errors import InputError
@@ -140,22 +156,11 @@ class AlignOutput:
                 "were aligned: give the gold file of these sentence pairs"
             )
         problems = check_range(gold, [s for s, _ in self.lengths], [t for _, t in self.lengths])
-        for problem in problems[:5]:
-            warn(f"{self.gold_path}: {problem}")
-        if len(problems) > 5:
-            warn(f"… and {len(problems) - 5} more out-of-range gold links")
-        if problems and self._fits_one_based(gold):
-            warn(
-                f"{self.gold_path}: every gold link fits the sentences with both numbers lowered "
-                "by one: the file may count words from 1; Pharaoh links count from 0 (subtract "
-                "1 from each number)"
-            )
-        elif problems and self._fits_swapped(gold):
-            warn(
-                f"{self.gold_path}: every gold link fits the sentences with its two numbers "
-                "swapped: the file may list target-source links; swap each i-j to j-i "
-                "(in a NAACL file, the second and third columns), or align in the direction "
-                "it was made for (--src and --tgt swapped, with a model of that direction)"
+        if problems:  # a link that cannot exist would count as missed: the score would be wrong
+            others = len(problems) - 1
+            more = f" (and {others:,} more such link{'s' * (others > 1)})" if others else ""
+            raise InputError(
+                f"{self.gold_path}: {problems[0]}{more}; no score: {self._gold_fix(gold)}"
             )
         console = stderr_console()
         score = score_alignments(self.predicted, gold)

@@ -87,6 +87,7 @@ def evaluate(
         scored = [("hyp", hyp), ("compare", compare)]
         check_ter_lengths([(path, texts[key]) for key, path in scored if path is not None])
         check_ter_lengths(list(zip(refs_paths, texts["refs"], strict=True)))
+    _warn_unicode_forms(texts, hyp, refs_paths, compare)
     hyps, name_a = texts["hyp"], str(hyp)
     if model is not None:
         from nmt_cli.translator import SearchOptions, Translator
@@ -100,6 +101,20 @@ def evaluate(
     report = evaluate_corpus(hyps, texts["refs"], metric_names, sources, bounds, texts["compare"])
     files = {"hyp": name_a, "refs": [str(p) for p in refs_paths], "src": _name(src)}
     _show(report, {**files, "compare": _name(compare)}, json_output, plot)
+
+
+def _warn_unicode_forms(texts: dict, hyp, refs: list[Path], compare) -> None:
+    from nmt_cli.cli.boundary import warn
+    from nmt_cli.evaluate import unicode_form_problems
+
+    def shown(path):
+        return "<stdin>" if str(path) == "-" else path
+
+    scored = [(shown(hyp), texts["hyp"])] if hyp is not None else []
+    scored += [(shown(path), lines) for path, lines in zip(refs, texts["refs"], strict=True)]
+    scored += [(shown(compare), texts["compare"])] if compare is not None else []
+    for problem in unicode_form_problems(scored):
+        warn(problem)
 
 
 def _name(path: Path | None) -> str | None:

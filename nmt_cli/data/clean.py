@@ -83,10 +83,19 @@ class CleanedSplit:
     counts: CleanCounts
 
 
+# Characters that render as nothing and only make the same text look different to a model or a
+# deduplicator: BOM / zero-width no-break space, zero-width space, word joiner, soft hyphen.
+# ZWJ and ZWNJ (U+200D, U+200C) stay: Persian, Indic scripts and emoji sequences need them.
+INVISIBLE = ("\ufeff", "\u200b", "\u2060", "\u00ad")
+
+
 def normalize(text: str) -> str:
-    """NFC, no BOM, every run of whitespace (\\r, tabs, NBSP, U+3000...) one space, stripped."""
+    """NFC, no invisible characters (INVISIBLE), every run of whitespace (\\r, tabs, NBSP,
+    U+3000...) one space, stripped."""
     if not text.isascii():
-        text = text.replace("\ufeff", "")
+        for char in INVISIBLE:
+            if char in text:
+                text = text.replace(char, "")
         if not unicodedata.is_normalized("NFC", text):
             text = unicodedata.normalize("NFC", text)
     # Most lines need no whitespace change: every whitespace character but the ASCII space is

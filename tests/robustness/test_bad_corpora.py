@@ -174,6 +174,40 @@ def test_prepare_cleans_crlf_and_bom(tmp_path, kind):
         assert text == (plain / name).read_bytes()
 
 
+def test_prepare_removes_zero_width_spaces_and_soft_hyphens(tmp_path):
+    src, tgt = write_toy_corpus(tmp_path / "toy", n=200)
+    src_lines, tgt_lines = src.read_text().splitlines(), tgt.read_text().splitlines()
+    hidden = [line.replace(" ", "\u200b ", 1) + "\u00ad" for line in src_lines]
+    # the first 50 pairs twice: the copies differ from the originals only by those characters
+    odd = _write(tmp_path / "odd.src", hidden + src_lines[:50])
+    odd_tgt = _write(tmp_path / "odd.tgt", tgt_lines + tgt_lines[:50])
+    plain, cleaned = tmp_path / "plain", tmp_path / "cleaned"
+    _ok(invoke("prepare", "--src", src, "--tgt", tgt, "--vocab-size", "60", "-o", plain))
+    _ok(invoke("prepare", "--src", odd, "--tgt", odd_tgt, "--vocab-size", "60", "-o", cleaned))
+    assert (cleaned / "train.src").read_bytes() == (plain / "train.src").read_bytes()
+    before, after = (json.loads((d / "prepare.json").read_text())["counts"]["train"]
+                     for d in (plain, cleaned))  # fmt: skip
+    assert after["duplicate"] == before["duplicate"] + 50
+
+
+def test_eval_warns_when_a_file_is_not_in_nfc_and_scores_as_sacrebleu_does(tmp_path):
+    import unicodedata
+
+    import sacrebleu
+
+    hyp = ["Grüße aus Köln", "ein Hund läuft", "a cat"]
+    ref = [unicodedata.normalize("NFD", line) for line in hyp]
+    h, r = _write(tmp_path / "h", hyp), _write(tmp_path / "r", ref)
+    result = _ok(invoke("eval", "--hyp", h, "--ref", r, "--metrics", "bleu", "--json"))
+    message = " ".join(result.stderr.split())
+    assert f"{r}: 2 not in Unicode NFC of its lines (the first: line 1)" in message
+    assert str(h) not in message  # the hypothesis is in NFC
+    score = json.loads(result.stdout)["metrics"][0]["score"]
+    assert score == pytest.approx(sacrebleu.corpus_bleu(hyp, [ref]).score) and score < 100
+    quiet = _ok(invoke("eval", "--hyp", h, "--ref", h, "--metrics", "bleu"))
+    assert "NFC" not in quiet.stderr
+
+
 @pytest.mark.parametrize("kind", ["crlf", "bom"])
 def test_translate_output_is_the_same_with_crlf_or_bom(tmp_path, toy_model_dir, kind):
     plain = _write(tmp_path / "plain", SRC)
