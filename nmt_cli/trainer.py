@@ -268,7 +268,7 @@ class Trainer:
             self._validate_and_save()
         self.progress.train_seconds = clock.total()
         self._save_last()
-        self._emit(Event("done", asdict(self.progress)))
+        self._emit(self._progress_event("done"))
         return self.progress
 
     def _has_best(self) -> bool:
@@ -312,7 +312,7 @@ class Trainer:
     def _interrupt(self, clock: _Clock) -> None:
         self.progress.train_seconds = clock.total()
         self._save_last(kept=False)  # resumable, but not one of the validated kept checkpoints
-        self._emit(Event("interrupted", asdict(self.progress)))  # counted as 'done' counts
+        self._emit(self._progress_event("interrupted"))
         raise Interrupted(
             f"training stopped at step {self.progress.step}; resumable state saved in "
             f"{self.model_dir / checkpoint.LAST_FILE}: continue with --resume"
@@ -393,6 +393,14 @@ class Trainer:
     def _epoch_counted(self) -> int:
         """The epoch as the log counts it: the one under way, or the one just finished."""
         return counted_epoch(self.progress.epoch, self.progress.batch_index)
+
+    def _progress_event(self, kind: str) -> Event:
+        """The progress as an event ('done', 'interrupted'): its epoch counted as the other
+        events count it, the epochs completed beside it."""
+        fields = asdict(self.progress)
+        return Event(
+            kind, {**fields, "epoch": self._epoch_counted(), "epochs_finished": fields["epoch"]}
+        )
 
     def _valid_event(self, scores: DevScores, improved: bool) -> Event:
         p = self.progress

@@ -97,7 +97,7 @@ def _trained(name: str, model_dir: str) -> dict:
         raise SystemExit(f"{model_dir}: its training did not finish (no done event): retrain it")
     done = done[-1]
     return {"name": name, "dir": model_dir, "updates": done["step"],
-            "epochs": done["epoch"], "train_seconds": round(done["train_seconds"], 1)}  # fmt: skip
+            "epochs": done.get("epochs_finished", done["epoch"]), "train_seconds": round(done["train_seconds"], 1)}  # fmt: skip
 
 
 def measure_machine(path: Path) -> None:

@@ -17,7 +17,8 @@ def test_without_a_dev_split_the_step_is_not_reported_as_bleu(tmp_path):
     result = invoke("train", data, "-o", model, *args)
     assert result.exit_code == 0, result.output
     assert "no dev split: the model is the last one saved, at step 5" in result.output
-    assert "best dev BLEU" not in result.output
+    assert "best dev BLEU" not in result.output and "None" not in result.output
+    assert "checkpoint at step 5 (no dev split to validate on)" in result.output
     assert json.loads((model / "meta.json").read_text())["best_dev_bleu"] is None
     done = [json.loads(line) for line in (model / "train.jsonl").read_text().splitlines()][-1]
     assert done["event"] == "done" and done["best_by"] == "step"

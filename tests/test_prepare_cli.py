@@ -195,6 +195,22 @@ def test_pairs_with_text_on_one_side_only_are_dropped_with_a_warning(tmp_path):
     assert counts["empty"] == 2 and counts["one_sided"] == 1
 
 
+def test_a_length_filter_that_drops_a_large_share_is_warned_about(tmp_path):
+    pairs = _pairs(300)
+    long_pairs = [(f"{src} " * 12, f"{tgt} " * 12) for src, tgt in pairs[:90]]  # 30 %
+    src, tgt = _write_pair(tmp_path, "train", long_pairs + pairs[90:])
+    out = tmp_path / "data"
+    limit = str(max(len(s.split()) for s, _ in pairs) + 1)  # every short pair passes
+    result = _prepare("--src", src, "--tgt", tgt, "--vocab-size", 50, "--max-len", limit, "-o", out)
+    assert result.exit_code == 0, result.output
+    message = " ".join(result.stderr.split())
+    assert f"dropped 30% of the train pairs (90 of 300) as too long (--max-len {limit} words)" in (
+        message
+    )
+    quiet = _prepare("--src", src, "--tgt", tgt, "--vocab-size", 50, "-o", tmp_path / "all")
+    assert quiet.exit_code == 0 and "too long" not in quiet.stderr
+
+
 def test_existing_output_is_refused_unless_forced(corpus, tmp_path):
     out = tmp_path / "data"
     assert _prepare(*_train_args(corpus), "-o", out).exit_code == 0

@@ -157,7 +157,7 @@ def prepare(options: PrepareOptions, progress: OnEvent = ignore) -> PrepareRepor
             splits=reports,
             tokenizers=tokenizers,
             joint=options.joint,
-            warnings=_warnings(tokenizers, reports),
+            warnings=_warnings(tokenizers, reports, options.clean),
             seconds=time.perf_counter() - started,
         )
         write_text(stage / MANIFEST, json.dumps(build_manifest(options, report), indent=2) + "\n")
@@ -390,8 +390,15 @@ def _split_json(split: SplitReport) -> dict[str, object]:
     }
 
 
+# A filter that drops at least this share of the pairs read is more likely set for other text
+# (or a sign of misread files) than doing its job: real corpora lose well under 1 % to them.
+FILTERED_SHARE_WARNING = 0.2
+
+
 def _warnings(
-    tokenizers: dict[str, TrainedTokenizer], splits: tuple[SplitReport, ...] = ()
+    tokenizers: dict[str, TrainedTokenizer],
+    splits: tuple[SplitReport, ...] = (),
+    clean: CleanOptions | None = None,
 ) -> tuple[str, ...]:
     """Messages for things that went differently from what was asked, or look like a mistake."""
     found = [
@@ -407,4 +414,17 @@ def _warnings(
                 "side only: if a file has a stray or a missing line, the sides are out of step "
                 "from there on; compare the files where one side is empty"
             )
+        counts = split.counts
+        limits = (
+            ("too_long", "as too long", f"--max-len {clean.max_len} words"),
+            ("ratio", "for their length ratio", f"--max-ratio {clean.max_ratio:g}"),
+        ) if clean else ()  # fmt: skip
+        for name, why, option in limits:
+            dropped = getattr(counts, name)
+            if counts.read and dropped >= FILTERED_SHARE_WARNING * counts.read:
+                found.append(
+                    f"dropped {dropped / counts.read:.0%} of the {split.name} pairs ({dropped:,} "
+                    f"of {counts.read:,}) {why} ({option}): check that the files hold one "
+                    f"sentence per line, or raise {option.split()[0]} (0: no limit)"
+                )
     return tuple(found)

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from nmt_cli.progress import Event, OnEvent, counted_epoch
+from nmt_cli.progress import Event, OnEvent
 
 
 def _best(e: dict) -> str:
@@ -114,6 +114,8 @@ class TrainDisplay:
                 f"left {_clock(e['remaining'])}"
             )
         if kind == "valid":
+            if e["dev_loss"] is None and e["dev_bleu"] is None:
+                return f"checkpoint at step {e['step']} (no dev split to validate on)"
             bleu = "–" if e["dev_bleu"] is None else f"{e['dev_bleu']:.2f}"
             mark = " (best)" if e["improved"] else ""
             return (
@@ -122,10 +124,10 @@ class TrainDisplay:
             )
         if kind == "warning":
             return f"warning: {e['message']}"
-        if kind == "done":  # the epoch counted as the step lines count it: the one it is in
-            epoch = counted_epoch(e["epoch"], e.get("batch_index", 0))
+        if kind == "done":  # its epoch is counted as the step lines count it
             return (
-                f"done: {e['step']} steps, epoch {epoch}, {_best(e)}, {_clock(e['train_seconds'])}"
+                f"done: {e['step']} steps, epoch {e['epoch']}, {_best(e)}, "
+                f"{_clock(e['train_seconds'])}"
             )
         return None
 

@@ -162,6 +162,10 @@ def test_an_interrupt_is_resumable_but_not_one_of_the_kept_checkpoints(
     assert _last_step(out) >= 3  # resumable from where it stopped
     stops = [e for e in run.events() if e["event"] == "interrupted"]  # the log says so
     assert len(stops) == 1 and stops[0]["step"] == _last_step(out)
+    steps = [e for e in run.events() if e["event"] == "train"]
+    # the epoch counted as the step lines count it (the one under way), the finished ones beside
+    assert stops[0]["epoch"] >= max((e["epoch"] for e in steps), default=1) >= 1
+    assert stops[0]["epochs_finished"] == stops[0]["epoch"] - (stops[0]["batch_index"] > 0)
     assert checkpoint.kept_checkpoints(out) == []  # kept ones are validations' weights only
 
 
