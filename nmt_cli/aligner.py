@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from nmt_cli.alignment import (
+    AUTO_UNIT,
     LINK_PRIOR_FLOOR,
     Link,
     LinkRates,
@@ -29,6 +30,7 @@ from nmt_cli.alignment import (
     shift_rows,
     symmetrize,
     transpose_links,
+    unit_for,
     with_prior,
     with_product_prior,
 )
@@ -93,7 +95,7 @@ class TranslationAligner:
     `--json`, `nmt serve`): `nmt align`'s defaults for that model, over
     the attention the search kept. The default instance is argmax over the attention alone."""
 
-    options: AlignOptions = AlignOptions()
+    options: AlignOptions = AlignOptions(unit=AUTO_UNIT)
     rates: LinkRates | None = None
     problem: str | None = None  # why the model's link rates were left out: a damaged file
 
@@ -107,7 +109,7 @@ class TranslationAligner:
 
         trained = translator.config.train
         if not trained.guided_alignment:
-            return cls()
+            return cls()  # AUTO_UNIT: Chinese or Japanese without spaces in characters
         rates, problem = None, None
         if trained.align_unit == "word":
             try:
@@ -115,6 +117,7 @@ class TranslationAligner:
             except ArtifactError as exc:
                 problem = f"{exc}; word links come from the attention alone"
         options = AlignOptions(
+            unit=trained.align_unit,  # the units it was taught to align, and its rates count
             link_prior=LINK_PRIOR_SHARE if rates is not None else 0.0,
             **extraction_defaults(True, rates is not None),
         )
@@ -122,7 +125,7 @@ class TranslationAligner:
 
     def links(self, translation) -> set[Link]:
         """The word links (source index, target index) of one translation."""
-        words = translation_words(translation)
+        words = translation_words(translation, self.options.unit)
         if words is None:
             return set()
         n_src, n_tgt = words.real_shape()
@@ -132,18 +135,23 @@ class TranslationAligner:
         return word_links(words, self.options, prior)
 
 
-def translation_words(translation) -> WordAttention | None:
-    """Word-level weights of a `Translation` from the attention its search kept (None when it
-    kept none, or for an empty line)."""
+def translation_words(translation, unit: str = AUTO_UNIT) -> WordAttention | None:
+    """Word-level weights of a `Translation` from the attention its search kept, in `unit`
+    (`alignment.unit_for`; None when it kept none, or for an empty line)."""
     if translation.attention is None or not translation.pieces or not translation.src_pieces:
         return None
-    return merge_to_words(translation.attention, translation.src_pieces, translation.pieces)
+    unit = unit_for(unit, translation.source, translation.text)
+    return merge_to_words(translation.attention, translation.src_pieces, translation.pieces, unit)
 
 
-def shown_words(translation) -> WordAttention | None:
+def shown_words(translation, unit: str = AUTO_UNIT) -> WordAttention | None:
     """`translation_words` with its words as the texts write them, for views and records."""
-    words = translation_words(translation)
-    return None if words is None else words.named_by(translation.source, translation.text, "word")
+    words = translation_words(translation, unit)
+    if words is None:
+        return None
+    return words.named_by(
+        translation.source, translation.text, unit_for(unit, translation.source, translation.text)
+    )
 
 
 @dataclass
@@ -270,7 +278,7 @@ def _forced_words(translator, source: str, target: str, options: AlignOptions):
     a reverse model may have been trained otherwise)."""
     shift = translator.align_shift if options.shift is None else options.shift
     raw = forced_weights(translator, source, target, options.weights, shift)
-    return word_weights(raw, replace(options, shift=0))
+    return word_weights(raw, replace(options, shift=0, unit=unit_for(options.unit, source, target)))
 
 
 def pair_links(
@@ -294,7 +302,9 @@ def pair_links(
     src_words, tgt_words, weights, links = combined
     # the words as written (not "<unk>" pieces): the combined words are the forward model's,
     # </s> dropped by some symmetrisations
-    shown = words.named_by(pair.source, pair.target, options.unit)
+    shown = words.named_by(
+        pair.source, pair.target, unit_for(options.unit, pair.source, pair.target)
+    )
     src_words, tgt_words = shown.src_words[: len(src_words)], shown.tgt_words[: len(tgt_words)]
     return PairAlignment(
         pair.source, pair.target, src_words, tgt_words, weights, links, translated=pair.translated

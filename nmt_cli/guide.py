@@ -180,12 +180,29 @@ def training_guides(
     if unit not in UNITS:
         raise ConfigError(f"unknown alignment unit {unit!r}; choose one of: {', '.join(UNITS)}")
     pairs = training_pairs(data, unit, on_event)
+    if unit == "word" and _mostly_unsegmented(pairs):
+        on_event(Event("warning", {"message": (
+            "most training pairs hold Chinese or Japanese written without spaces: word units "
+            "make a clause one word, and its links say little; train with --align-unit char "
+            "(nmt align reads such pairs in characters by default)"
+        )}))  # fmt: skip
     if alignments is not None:
         links = read_word_links(Path(alignments), pairs, data, stored=False)
     else:
         links = _stored_or_taught(data, unit, pairs, on_event, fallback_dir)
     pieces = _to_pieces(links, pairs, unit)
     return replace(pieces, rates=link_rates(links, pairs)) if with_rates else pieces
+
+
+def _mostly_unsegmented(pairs: list[TrainingPair], sample: int = 1000) -> bool:
+    """Whether most of the first `sample` pairs are read in characters by `--unit auto`."""
+    from nmt_cli.alignment import AUTO_UNIT, unit_for
+
+    first = pairs[:sample]
+    chars = sum(
+        unit_for(AUTO_UNIT, " ".join(p.src_units), " ".join(p.tgt_units)) == "char" for p in first
+    )
+    return 2 * chars > len(first)
 
 
 def link_rates(links: list[set[Link]], pairs: list[TrainingPair]) -> LinkRates:

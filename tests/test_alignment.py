@@ -607,3 +607,54 @@ def test_weights_both_average_saliency_with_the_attention_of_the_aligning_step()
     assert np.array_equal(both[:2], np.eye(2))  # the two agree once the attention is shifted
     _, _, unshifted = forced_weights(model, "a b", "x y", "both", shift=0)
     assert unshifted[1].tolist() == [0.5, 0.5]
+
+
+def test_auto_units_are_characters_only_for_chinese_written_without_spaces():
+    from nmt_cli.alignment import unit_for
+
+    assert unit_for("auto", "Where is the station ?", "火车站在哪里？") == "char"
+    assert unit_for("auto", "火车站在哪里？", "Where is the station ?") == "char"
+    assert unit_for("auto", "私は学生です。", "I am a student .") == "char"
+    # word-segmented Chinese (the demo corpus) and text without such letters stay in words
+    spaced = "我 的 朋友 星期天 起床 了 以后 ， 一 个 男孩 早上 在 树 旁边 购物 了 。"
+    assert unit_for("auto", "My friends got up on Sunday .", spaced) == "word"
+    assert unit_for("auto", "Grüße aus Köln", "Greetings from Cologne") == "word"
+    assert unit_for("auto", "「」。，", "quotes") == "word"  # punctuation alone is no word
+    assert unit_for("word", "Where is it ?", "火车站在哪里？") == "word"  # asked for: as asked
+
+
+def test_translation_links_of_unspaced_chinese_are_per_character_by_default():
+    from nmt_cli.aligner import TranslationAligner, shown_words
+    from nmt_cli.translator import Translation
+
+    attention = np.array(
+        [[0.1, 0.8, 0.1], [0.1, 0.1, 0.8], [0.8, 0.1, 0.1], [0.3, 0.3, 0.4]]
+    )  # rows 火车, 站, 在哪里？ and the end step; columns ▁Where ▁is ▁station
+    translation = Translation(
+        source="Where is station",
+        text="火车站在哪里？",
+        src_pieces=["▁Where", "▁is", "▁station"],
+        pieces=["▁火车", "站", "在哪里？"],
+        attention=attention,
+    )
+    aligner = TranslationAligner()
+    links = aligner.links(translation)  # (source word, target unit)
+    assert {j for _, j in links} == set(range(7))  # every character linked, not one "word"
+    assert (1, 0) in links and (1, 1) in links and (2, 2) in links and (0, 3) in links
+    words = shown_words(translation, aligner.options.unit)
+    assert words.tgt_words == list("火车站在哪里？") and words.weights.shape == (7, 3)
+    as_words = TranslationAligner(AlignOptions(unit="word")).links(translation)
+    assert {j for _, j in as_words} == {0}  # the whole sentence one word: one target unit
+
+
+def test_forced_alignment_reads_unspaced_chinese_in_characters_with_auto_units():
+    rows = [[0.1, 0.8, 0.1], [0.1, 0.1, 0.8], [0.8, 0.1, 0.1], [0.3, 0.3, 0.4]]
+    model = _Scripted(["▁Where", "▁is", "▁station"], ["▁火车", "站", "在哪里？"], rows)
+    pair = align_pair(model, "Where is station", "火车站在哪里？", AlignOptions(unit="auto"))
+    assert pair.tgt_words == list("火车站在哪里？") and pair.weights.shape == (7, 3)
+    assert {j for _, j in pair.links} == set(range(7))
+    spaced = _Scripted(["▁Where", "▁is", "▁station"], ["▁火车", "▁站", "▁在", "▁哪里"], [
+        [0.1, 0.8, 0.1], [0.1, 0.1, 0.8], [0.8, 0.1, 0.1], [0.8, 0.1, 0.1], [0.3, 0.3, 0.4],
+    ])  # fmt: skip
+    pair = align_pair(spaced, "Where is station", "火车 站 在 哪里", AlignOptions(unit="auto"))
+    assert pair.tgt_words == ["火车", "站", "在", "哪里"]  # segmented: its whitespace words

@@ -168,6 +168,7 @@ def test_guides_are_computed_once_stored_and_reused(data, taught):
     assert list(read_lines(stored)) == [format_pharaoh(a) for a in expected]
     assert taught == [len(expected)]
     assert any(e.kind == "count" and e.data["task"] == guide.ALIGNING for e in events)
+    assert not any(e.kind == "warning" for e in events)  # spaced text: words are right
 
     second = training_guides(data)
     assert taught == [len(expected)]  # read back, not recomputed
@@ -308,3 +309,13 @@ def test_the_real_teacher_aligns_the_toy_data(data):
 def test_a_missing_alignments_file_is_an_input_error(data, tmp_path):
     with pytest.raises(InputError, match=r"none\.align does not exist"):
         training_guides(data, alignments=tmp_path / "none.align")
+
+
+def test_word_units_over_chinese_without_spaces_are_warned_about():
+    def pair(src, tgt):
+        return guide.TrainingPair([], [], src.split(), tgt.split())
+
+    unspaced = [pair("Where is the station ?", "火车站在哪里？")] * 3
+    segmented = [pair("My friends got up .", "我 的 朋友 起床 了 。")] * 3
+    assert guide._mostly_unsegmented(unspaced + segmented[:2])
+    assert not guide._mostly_unsegmented(segmented + unspaced[:2])

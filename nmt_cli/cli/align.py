@@ -36,8 +36,10 @@ def align(
         "(average both directions' weights, then --method).",
     ),
     unit: str = _extract(
-        "word",
-        "word, char (each Chinese/Japanese character a unit, other text in words) or piece.",
+        "auto",
+        "word, char (each Chinese/Japanese character a unit, other text in words), piece, or "
+        "auto: char for a pair with Chinese or Japanese written without spaces, else word "
+        "(for a model trained with guided alignment, the units it was taught).",
     ),
     method: str | None = _extract(
         None,
@@ -146,6 +148,9 @@ def align(
         check_reverse_of(model, reverse_model)
         reverse = Translator.load(reverse_model, device=device)
     trained = translator.config.train
+    if unit == "auto" and trained.guided_alignment:  # the units it learned to align
+        unit = trained.align_unit
+        options = replace(options, unit=unit)
     rates = _link_rates(model, link_prior, corpus_prior, unit, trained.align_unit)
     if rates is not None and link_prior is None and trained.guided_alignment:
         options = replace(options, link_prior=LINK_PRIOR_SHARE)
@@ -270,12 +275,12 @@ def _warn_when_cut(pairs, translator, name: str):
 
 def _check_options(options) -> None:
     from nmt_cli.aligner import WEIGHTS
-    from nmt_cli.alignment import ALIGN_SYMMETRIZATIONS, EXTRACTION_METHODS, UNITS
+    from nmt_cli.alignment import ALIGN_SYMMETRIZATIONS, AUTO_UNIT, EXTRACTION_METHODS, UNITS
     from nmt_cli.errors import ConfigError
 
     for value, valid, name in (
         (options.weights, WEIGHTS, "--weights"),
-        (options.unit, UNITS, "--unit"),
+        (options.unit, (*UNITS, AUTO_UNIT), "--unit"),
         (options.method, EXTRACTION_METHODS, "--method"),
         (options.symmetrize, ALIGN_SYMMETRIZATIONS, "--symmetrize"),
     ):

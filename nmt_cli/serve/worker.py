@@ -98,7 +98,7 @@ def record(translation: Translation, align: bool, aligner) -> dict:
     from nmt_cli.render.translation import as_record
 
     result = as_record(translation, aligner.links(translation))
-    words = shown_words(translation) if align else None
+    words = shown_words(translation, aligner.options.unit) if align else None  # as linked
     if words is not None:
         weights = [[round(float(w), 4) for w in row] for row in words.weights]
         result["words"] = {"src": words.src_words, "tgt": words.tgt_words, "weights": weights}
