@@ -80,7 +80,7 @@ class Validator:
         return total / max(1, tokens)
 
     def dev_bleu(self, model: Seq2Seq) -> float | None:
-        """BLEU of greedy translations of the first `valid_sentences` dev sentences."""
+        """BLEU of greedy translations of `valid_sentences` dev sentences (`spread_sample`)."""
         if not self.data.has_split("dev"):
             return None
         from nmt_cli.data.tokenizer import Tokenizer
@@ -90,10 +90,21 @@ class Validator:
         if self._tokenizer is None:
             self._tokenizer = Tokenizer(self.data.tgt_spm)
         src = self.data.ids("dev", "src")
-        n = min(self.config.valid_sentences or len(src), len(src))
-        refs = self.data.text("dev", "tgt").read_text(encoding="utf-8").splitlines()[:n]
-        sources = [src[i][: self.config.max_len] for i in range(n)]
+        picked = spread_sample(len(src), self.config.valid_sentences)
+        lines = self.data.text("dev", "tgt").read_text(encoding="utf-8").splitlines()
+        refs = [lines[i] for i in picked]
+        sources = [src[i][: self.config.max_len] for i in picked]
         model.eval()
         with self.autocast:
             texts = best_texts(model, sources, self.device, self._tokenizer)
         return score(texts, [refs], ["bleu"])[0].score
+
+
+def spread_sample(total: int, wanted: int) -> list[int]:
+    """`wanted` line numbers spread evenly over `total` lines, first line included (all of
+    them when `wanted` is 0 or not less): the whole dev set's range, even when its lines are
+    in some order (a corpus sorted by length keeps that order in its held-out splits)."""
+    if not wanted or wanted >= total:
+        return list(range(total))
+    return [i * total // wanted for i in range(wanted)]
+
