@@ -107,4 +107,3 @@ def spread_sample(total: int, wanted: int) -> list[int]:
     if not wanted or wanted >= total:
         return list(range(total))
     return [i * total // wanted for i in range(wanted)]
-
