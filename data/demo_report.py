@@ -119,7 +119,10 @@ def gather(out: Path, config: Path, wall: float) -> dict:
             "updates": done["step"],
             "update_budget": train_cfg["max_steps"],
             "stopped_by": stopped,
-            "epochs": round(done["epoch"] + done["batch_index"] / batches, 1),
+            # epochs finished (the event's "epoch" counts the one under way) and the part done
+            "epochs": round(
+                done.get("epochs_finished", done["epoch"]) + done["batch_index"] / batches, 1
+            ),
             "best_step": done["best_step"],
             "best_dev_bleu": round(done["best_bleu"], 2),
             "seconds": round(done["train_seconds"], 1),

@@ -10,7 +10,7 @@ from typing import Any
 
 from nmt_cli import checkpoint
 from nmt_cli.config import Config, resolve
-from nmt_cli.errors import ConfigError
+from nmt_cli.errors import ConfigError, Interrupted
 from nmt_cli.model.decoder import input_step_offset
 from nmt_cli.progress import Event, OnEvent, ignore
 
@@ -97,8 +97,24 @@ def run_training(
     ranks = from_environment(pick_device(config.train.device).type == "cuda")
     try:
         return _train_ranked(data, output, config, ranks, resume, force, on_event)
+    except KeyboardInterrupt:  # a second Ctrl-C: stopped at once, nothing saved for it
+        raise Interrupted(_stopped_at_once(output)) from None
     finally:
         shutdown()
+
+
+def _stopped_at_once(output: Path) -> str:
+    """What a second Ctrl-C left: the last state saved before it, if any, and how to go on."""
+    last = output / checkpoint.LAST_FILE
+    if last.exists():
+        return (
+            f"training stopped at once (a second Ctrl-C) without saving; {last} holds the last "
+            "state saved before it: continue from there with --resume"
+        )
+    return (
+        "training stopped at once (a second Ctrl-C) before any state was saved: start it again "
+        "(with --force if the directory is refused)"
+    )
 
 
 def _train_ranked(data, output: Path, config: Config, ranks, resume: bool, force: bool, on_event):

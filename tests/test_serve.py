@@ -122,6 +122,44 @@ def test_health_models_and_page(client, toy_model_dir):
     assert "http://" not in page.text and "https://" not in page.text  # nothing fetched
 
 
+def test_opennmt_api_puts_the_sources_outer_spaces_back_as_opennmt_py_does(client, expected):
+    response = client.post("/translator/translate", json=[{"src": f"  {LINES[0]} "}])
+    assert response.json()[0][0]["tgt"] == f"  {expected[LINES[0]]} "
+
+
+def test_health_head_and_opennmt_paths_and_the_allow_header_of_a_405(client):
+    assert client.get("/translator/health").json() == {"status": "ok"}  # OpenNMT-py's path
+    assert client.head("/health").status_code == client.head("/").status_code == 200
+    refused = client.get("/translate")
+    assert refused.status_code == 405 and refused.headers["allow"] == "POST"
+
+
+def test_text_escaped_by_the_client_is_measured_in_characters_not_bytes(client):
+    body = json.dumps({"q": "\U0001f34e" * 390})  # 12 bytes an apple, as json.dumps escapes it
+    assert len(body) > 4 * 400 + 64 * 8 + 1024  # past a limit that counted 4 bytes a character
+    response = client.post("/translate", content=body.encode())
+    assert response.status_code == 200, response.text  # 390 characters: under --max-chars 400
+
+
+def test_a_line_ending_in_a_carriage_return_is_read_as_its_text(client, expected):
+    response = client.post("/translate", json={"q": [LINES[1] + "\r"]})
+    assert response.json()["translations"][0]["translation"] == expected[LINES[1]]
+
+
+def test_the_port_check_takes_ipv6_addresses_and_gives_the_port_of_port_0():
+    from nmt_cli.cli.serve import _check_free
+
+    assert _check_free("127.0.0.1", 0) > 0
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 on this machine")
+    try:
+        with socket.create_server(("::1", 0), family=socket.AF_INET6):
+            pass
+    except OSError:
+        pytest.skip("no IPv6 loopback on this machine")
+    assert _check_free("::1", 0) > 0
+
+
 BAD = [
     (b'{"q": "apple"', 400, "not valid JSON"),
     (b"", 400, "empty"),

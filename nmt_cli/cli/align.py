@@ -148,7 +148,7 @@ def align(
         check_reverse_of(model, reverse_model)
         reverse = Translator.load(reverse_model, device=device)
     trained = translator.config.train
-    if unit == "auto" and trained.guided_alignment:  # the units it learned to align
+    if unit == "auto" and (trained.guided_alignment or link_prior):  # its rates' units
         unit = trained.align_unit
         options = replace(options, unit=unit)
     rates = _link_rates(model, link_prior, corpus_prior, unit, trained.align_unit)

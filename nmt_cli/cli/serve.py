@@ -63,20 +63,28 @@ def serve(
 
     _check_serve_options(beam, max_beam, max_lines, max_chars, max_batch, window_ms, workers)
     check_device_options(device, threads)
-    _check_free(host, port)
+    port = _check_free(host, port)  # --port 0: the free port the system picked
     spec = ModelSpec(tuple(model), device, quantize, threads)
 
     def say(message: str) -> None:  # also from the pool's threads, when a process is replaced
         stderr_console().print(f"nmt: {message}", markup=False)
 
     _warn_when_rates_damaged(model[0], say)
+    if host in ("0.0.0.0", "::", ""):
+        say(
+            f"warning: --host {host or '(all)'} listens on every network interface: whoever "
+            "reaches this machine can use the service (it has no authentication)"
+        )
 
     translator = WorkerPool(spec, workers, window_ms / 1000, max_batch, notify=say).start()
     try:  # from here on, whatever happens, the translating processes are stopped
         limits = Limits(max_lines=max_lines, max_chars=max_chars, max_beam=max_beam, beam=beam)
         app = create_app(translator, limits)
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
-        serving = f"serving {' + '.join(map(str, model))} on http://{host}:{port}/ (Ctrl-C to stop)"
+        address = f"[{host}]" if ":" in host else host  # an IPv6 address, as URLs write it
+        serving = (
+            f"serving {' + '.join(map(str, model))} on http://{address}:{port}/ (Ctrl-C to stop)"
+        )
         with _quiet_when_forced(server):
             _serve_until_signalled(server, lambda: say(serving))
     finally:
@@ -164,8 +172,9 @@ def _check_serve_options(
         raise ConfigError(f"--workers must be from 0 (automatic) to 64, got {workers}")
 
 
-def _check_free(host: str, port: int) -> None:
-    """Refuse an address that cannot be listened on before the model is loaded."""
+def _check_free(host: str, port: int) -> int:
+    """Refuse an address that cannot be listened on before the model is loaded; the port
+    (for port 0, the one the system gives). An IPv6 address listens as IPv6."""
     import socket
 
     from nmt_cli.errors import ConfigError
@@ -173,8 +182,9 @@ def _check_free(host: str, port: int) -> None:
     if not 0 <= port <= 65535:
         raise ConfigError(f"--port must be from 0 to 65535, got {port}")
     try:
-        with socket.create_server((host, port)):
-            pass
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        with socket.create_server((host, port), family=found[0][0]) as listening:
+            return listening.getsockname()[1]
     except OSError as exc:
         raise ConfigError(
             f"cannot listen on {host}:{port} ({exc.strerror}): pick another --port or --host"

@@ -101,6 +101,14 @@ def translate(
     if typed and sys.stdout.isatty() and not (json_output or align or nbest > 1):
         _prompt_loop(translator, options, replace_unk)
         return
+    if input is not None and str(input) != "-":
+        # A file is read through once first: a bad line (invalid UTF-8, a truncated gzip) is
+        # refused before anything is written, as prepare, eval and align refuse it. A stream
+        # cannot be read twice: there every line before the bad one is written, then it fails.
+        from nmt_cli.lines import read_lines
+
+        for _ in read_lines(input, nul="space", on_invalid=on_invalid):
+            pass
     stream, name = open_input(input)
     lines = UntilError(iter_lines(stream, name, on_invalid))
     with_attention = align or json_output

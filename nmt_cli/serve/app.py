@@ -61,7 +61,10 @@ def create_app(
 
     @app.exception_handler(HTTPException)
     async def http_error(_request, exc: HTTPException):
-        return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code)
+        # with its headers: a 405 names the methods the route allows (Allow)
+        return JSONResponse(
+            {"error": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers
+        )
 
     @app.exception_handler(NmtError)
     async def failed(_request, exc: NmtError):  # the search failed, or its process stopped
@@ -85,7 +88,9 @@ def create_app(
         job = opennmt_request(parse_body(await _body(request, limits), limits), limits)
         return JSONResponse([await run(job, OPENNMT_API)])
 
-    @app.get("/health")
+    # HEAD too, as uptime monitors ask; /translator/health is the path of OpenNMT-py's server
+    @app.api_route("/health", methods=["GET", "HEAD"])
+    @app.api_route("/translator/health", methods=["GET", "HEAD"])
     async def health():
         if translator.healthy:
             return {"status": "ok"}
@@ -95,7 +100,7 @@ def create_app(
     async def list_models():
         return {"models": translator.models, "ensemble": len(translator.models) > 1}
 
-    @app.get("/", response_class=HTMLResponse)
+    @app.api_route("/", methods=["GET", "HEAD"], response_class=HTMLResponse)
     async def index():
         return page
 

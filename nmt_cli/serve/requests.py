@@ -35,8 +35,10 @@ class Limits:
 
     @property
     def max_body_bytes(self) -> int:
-        """The largest request body read: the characters in UTF-8 plus room for the JSON."""
-        return 4 * self.max_chars + 64 * self.max_lines + 1024
+        """The largest request body read: the characters as JSON escapes may write them (12
+        bytes for a character outside the BMP, as a surrogate pair; most clients escape every
+        non-ASCII character by default) plus room for the rest of the JSON."""
+        return 12 * self.max_chars + 64 * self.max_lines + 1024
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,7 @@ def opennmt_request(data: Any, limits: Limits) -> TranslateRequest:
 
 
 def _checked_lines(lines: list[str], limits: Limits) -> list[str]:
+    lines = [line.removesuffix("\r") for line in lines]  # a CRLF line's end, as files drop it
     for number, line in enumerate(lines, 1):
         _check_line(number, line)
     if not any(line.strip() for line in lines):

@@ -109,9 +109,11 @@ def opennmt_record(translation: Translation, aligner) -> dict:
     """What OpenNMT-py's server answers for a line."""
     from nmt_cli.alignment import format_pharaoh
 
+    source = translation.source  # its spaces at either end put back, as OpenNMT-py's server does
+    lead, trail = source[: len(source) - len(source.lstrip())], source[len(source.rstrip()) :]
     return {
-        "src": translation.source,
-        "tgt": translation.text,
+        "src": source,
+        "tgt": f"{lead}{translation.text}{trail}" if translation.text else translation.text,
         "pred_score": round(float(translation.score), 4),
         "n_best": 1,
         "align": [format_pharaoh(aligner.links(translation))],

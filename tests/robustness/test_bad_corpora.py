@@ -395,3 +395,17 @@ def test_truncated_gzip_is_named(tmp_path, pair, toy_model_dir, command):
     result = invoke(*argv)
     assert_refused(result, 2, str(bad), "gzip")
     assert not (tmp_path / "out").exists()
+    assert result.stdout == ""  # translate too: a file is refused before anything is written
+
+
+def test_translate_refuses_a_file_with_an_invalid_line_before_writing_anything(
+    tmp_path, toy_model_dir
+):
+    bad = tmp_path / "in.txt"
+    bad.write_bytes(b"apple river\nstone cloud\ngr\xfcn\n")  # Latin-1 on line 3
+    result = invoke("translate", "-m", toy_model_dir, "--beam", "1", "--input", bad)
+    assert_refused(result, 2, f"{bad} line 3", "UTF-8")
+    assert result.stdout == ""
+    replaced = invoke("translate", "-m", toy_model_dir, "--beam", "1", "--input", bad,
+                      "--on-invalid", "replace")  # fmt: skip
+    assert replaced.exit_code == 0 and len(replaced.stdout.splitlines()) == 3

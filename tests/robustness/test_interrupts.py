@@ -371,3 +371,23 @@ def test_stale_lock_is_taken_over(toy_data_dir, tmp_path, content):
     result = invoke("train", toy_data_dir, "-o", out, "--max-steps", "2", *small)
     assert result.exit_code == 0, result.stderr
     assert (out / "model.pt").exists() and not (out / ".lock").exists()
+
+
+def test_a_second_ctrl_c_says_what_was_saved_before_it(toy_data_dir, tmp_path, monkeypatch):
+    from cli_runner import invoke
+
+    from nmt_cli import training_run
+
+    def interrupted(*_args, **_kwargs):
+        raise KeyboardInterrupt  # what the second SIGINT raises inside the training
+
+    monkeypatch.setattr(training_run, "_train_ranked", interrupted)
+    out = tmp_path / "model"
+    result = invoke("train", toy_data_dir, "-o", out, "--max-steps", "5")
+    assert result.exit_code == 130 and "Traceback" not in result.output
+    assert "stopped at once (a second Ctrl-C) before any state was saved" in result.stderr
+    (out / checkpoint.LAST_FILE).parent.mkdir(parents=True, exist_ok=True)
+    (out / checkpoint.LAST_FILE).write_bytes(b"saved by the first Ctrl-C")
+    result = invoke("train", toy_data_dir, "-o", out, "--max-steps", "5", "--resume")
+    message = " ".join(result.stderr.split())
+    assert result.exit_code == 130 and "continue from there with --resume" in message
