@@ -331,6 +331,9 @@ def test_the_train_log_says_how_many_pairs_were_too_long():
         "config", event
     )
     assert "training pairs → m" in display._line("config", {**event, "long_pairs": 0})
+    amp = {**event, "config": {"model": {}, "train": {"amp": True}}}
+    assert "amp=True (CUDA only: off here)" in display._line("config", amp)
+    assert "off here" not in display._line("config", {**amp, "device": "cuda:0"})
 
 
 def test_the_train_log_says_when_the_teacher_aligns_and_counts_epochs_as_its_steps_do():

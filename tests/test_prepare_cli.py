@@ -211,6 +211,14 @@ def test_a_length_filter_that_drops_a_large_share_is_warned_about(tmp_path):
     assert quiet.exit_code == 0 and "too long" not in quiet.stderr
 
 
+def test_one_file_as_both_source_and_target_is_warned_about(tmp_path):
+    src, _ = _write_pair(tmp_path, "train", _pairs(200))
+    result = _prepare("--src", src, "--tgt", src, "--vocab-size", 50, "-o", tmp_path / "data")
+    assert result.exit_code == 0, result.output
+    message = " ".join(result.stderr.split())
+    assert f"the train source and target are the same file ({src})" in message
+
+
 def test_existing_output_is_refused_unless_forced(corpus, tmp_path):
     out = tmp_path / "data"
     assert _prepare(*_train_args(corpus), "-o", out).exit_code == 0

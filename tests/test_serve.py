@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 from cli_runner import invoke
@@ -244,6 +244,51 @@ def test_a_number_of_more_digits_than_python_reads_is_a_bad_request():
 def test_other_bad_requests_also_get_one_line_json(client, method, path, body, status):
     response = client.request(method, path, content=body)
     assert response.status_code == status and response.json()["error"]
+
+
+def test_a_request_whose_client_went_away_is_cancelled():
+    class Waiting:  # a translator that never answers, and notes what was cancelled
+        healthy, models = True, []
+
+        def __init__(self):
+            self.futures = []
+
+        def submit(self, request, api):
+            self.futures.append(Future())
+            return self.futures[-1]
+
+        def close(self):
+            pass
+
+    waiting = Waiting()
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(waiting), host="127.0.0.1", port=0, log_level="error")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        thread.join(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        body = json.dumps({"q": LINES[:3]}).encode()
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            client.sendall(
+                b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+            while not waiting.futures:  # the request has reached the translator
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+        # the client has gone without its answer
+        while not waiting.futures[0].cancelled():
+            assert time.monotonic() < deadline, "the request of a client that left was kept"
+            time.sleep(0.05)
+    finally:
+        server.should_exit = True
+        thread.join(60)
 
 
 def test_concurrent_requests_are_batched_and_equal_nmt_translate(translator, expected):

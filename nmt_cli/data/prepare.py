@@ -15,12 +15,14 @@ sentence in corpus order (source side, then target side), as it always did.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import gc
 import itertools
 import json
 import math
+import os
 import sys
 import threading
 import time
@@ -157,7 +159,7 @@ def prepare(options: PrepareOptions, progress: OnEvent = ignore) -> PrepareRepor
             splits=reports,
             tokenizers=tokenizers,
             joint=options.joint,
-            warnings=_warnings(tokenizers, reports, options.clean),
+            warnings=_same_file_warnings(options) + _warnings(tokenizers, reports, options.clean),
             seconds=time.perf_counter() - started,
         )
         write_text(stage / MANIFEST, json.dumps(build_manifest(options, report), indent=2) + "\n")
@@ -393,6 +395,21 @@ def _split_json(split: SplitReport) -> dict[str, object]:
 # A filter that drops at least this share of the pairs read is more likely set for other text
 # (or a sign of misread files) than doing its job: real corpora lose well under 1 % to them.
 FILTERED_SHARE_WARNING = 0.2
+
+
+def _same_file_warnings(options: PrepareOptions) -> tuple[str, ...]:
+    """A split whose --src and --tgt are one file: every pair a copy of its source."""
+    found = []
+    for name, source in (("train", options.train), ("dev", options.dev), ("test", options.test)):
+        if source is None or source.tsv is not None:
+            continue
+        with contextlib.suppress(OSError):
+            if os.path.samefile(source.src, source.tgt):
+                found.append(
+                    f"the {name} source and target are the same file ({source.src}): every pair "
+                    "is a copy of its source; give the target-language file as the target"
+                )
+    return tuple(found)
 
 
 def _warnings(

@@ -65,7 +65,10 @@ def _notes(report: PrepareReport) -> list[str]:
     ]
     for origin, note in (
         ("given", "given references, only normalised (never filtered or de-duplicated)"),
-        ("held out", "held out of the cleaned training pairs (seeded)"),
+        (
+            "held out",
+            "held out of the cleaned training pairs (seeded): the train row's pairs are those left",
+        ),
     ):
         if names := [split.name for split in report.splits if split.origin == origin]:
             notes.append(f"{', '.join(names)}: {note}")

@@ -93,7 +93,11 @@ class TrainDisplay:
         if kind == "config":
             m, t = e["config"]["model"], e["config"]["train"]
             model = " ".join(f"{k}={v}" for k, v in m.items())
-            train = " ".join(f"{k}={v}" for k, v in t.items())
+            off = not str(e["device"]).startswith("cuda")  # mixed precision runs on CUDA only
+            train = " ".join(
+                f"{k}={v}" + (" (CUDA only: off here)" if k == "amp" and v and off else "")
+                for k, v in t.items()
+            )
             long = e.get("long_pairs", 0)
             skipped = f" ({long:,} longer than max_len {e['max_len']} left out)" if long else ""
             return (

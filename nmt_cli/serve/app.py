@@ -41,6 +41,14 @@ if TYPE_CHECKING:
     from nmt_cli.serve.worker import Local, WorkerPool, WorkerProcess
 
 
+_DISCONNECT_POLL_S = 0.2  # how often a waiting request checks that its client is still there
+
+
+def _gone() -> JSONResponse:
+    # nginx's 499 "client closed request": nobody reads it, but the access log says so
+    return JSONResponse({"error": "the client closed the connection"}, status_code=499)
+
+
 def create_app(
     translator: Local | WorkerProcess | WorkerPool, limits: Limits | None = None
 ) -> FastAPI:
@@ -75,18 +83,28 @@ def create_app(
         message = f"translation failed: {type(exc).__name__}: {_first_line(exc)}"
         return JSONResponse({"error": message}, status_code=500)
 
-    async def run(request: TranslateRequest, api: str) -> list[dict]:
-        return await asyncio.wrap_future(translator.submit(request, api))
+    async def run(http: Request, request: TranslateRequest, api: str) -> list[dict] | None:
+        """The request's records; None if its client went away first: then its lines not yet
+        in a search are dropped (a client that times out and retries would pile up work)."""
+        future = translator.submit(request, api)
+        answer = asyncio.wrap_future(future)
+        while not (await asyncio.wait({answer}, timeout=_DISCONNECT_POLL_S))[0]:
+            if await http.is_disconnected():
+                future.cancel()
+                return None
+        return answer.result()
 
     @app.post("/translate")
     async def translate(request: Request):
         job = translate_request(parse_body(await _body(request, limits), limits), limits)
-        return JSONResponse({"translations": await run(job, NMT_API)})
+        records = await run(request, job, NMT_API)
+        return _gone() if records is None else JSONResponse({"translations": records})
 
     @app.post("/translator/translate")
     async def translate_opennmt(request: Request):
         job = opennmt_request(parse_body(await _body(request, limits), limits), limits)
-        return JSONResponse([await run(job, OPENNMT_API)])
+        records = await run(request, job, OPENNMT_API)
+        return _gone() if records is None else JSONResponse([records])
 
     # HEAD too, as uptime monitors ask; /translator/health is the path of OpenNMT-py's server
     @app.api_route("/health", methods=["GET", "HEAD"])
