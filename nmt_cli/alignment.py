@@ -660,7 +660,7 @@ def parse_pharaoh(line: str) -> set[Link]:
     """The links of one Pharaoh line of sure links ("0-0 1-2"); an empty line has none."""
     links = set()
     for token in line.split():
-        match = re.fullmatch(r"(\d+)-(\d+)", token)
+        match = re.fullmatch(r"([0-9]+)-([0-9]+)", token)  # ASCII digits: \d takes "٣" too
         if match is None:
             raise InputError(f"{token!r} is not an alignment link; expected i-j, e.g. 0-1")
         links.add((int(match[1]), int(match[2])))
@@ -669,8 +669,11 @@ def parse_pharaoh(line: str) -> set[Link]:
 
 # --- gold alignments ------------------------------------------------------------------------
 
-_PHARAOH_TOKEN = re.compile(r"(\d+)([-?p])(\d+)")
-_NAACL_LINE = re.compile(r"(\d+)\s+(\d+)\s+(\d+)(?:\s+([SP]))?(?:\s+[0-9.]+)?")
+# ASCII digits only (\d would read "٣-1" as 3-1)
+_PHARAOH_TOKEN = re.compile(r"([0-9]+)([-?p])([0-9]+)")
+_NAACL_LINE = re.compile(r"([0-9]+)\s+([0-9]+)\s+([0-9]+)(?:\s+([SP]))?(?:\s+[0-9.]+)?")
+# A NAACL line begins with three numbers; no Pharaoh line does (its links hold - ? or p)
+_NAACL_START = re.compile(r"[0-9]+\s+[0-9]+\s+[0-9]+(?:\s|$)")
 
 
 def read_gold(
@@ -688,7 +691,7 @@ def read_gold(
     first = next((k for k, line in enumerate(lines) if line.strip()), None)
     if first is None:
         return [GoldAlignment(frozenset(), frozenset()) for _ in lines]
-    if _NAACL_LINE.fullmatch(lines[first].strip()):
+    if _NAACL_START.match(lines[first].strip()):
         return _read_naacl(lines, name, 1 if one_based in (None, True) else 0)
     return _read_pharaoh(lines, name, 1 if one_based else 0)
 

@@ -658,3 +658,13 @@ def test_forced_alignment_reads_unspaced_chinese_in_characters_with_auto_units()
     ])  # fmt: skip
     pair = align_pair(spaced, "Where is station", "火车 站 在 哪里", AlignOptions(unit="auto"))
     assert pair.tgt_words == ["火车", "站", "在", "哪里"]  # segmented: its whitespace words
+
+
+def test_gold_files_take_ascii_digits_and_name_the_format_of_a_bad_naacl_line(tmp_path):
+    from nmt_cli.alignment import read_gold
+
+    with pytest.raises(InputError, match="line 1: cannot read"):
+        read_gold(["0-0 \u0663-1"], "gold.txt")  # an Arabic-Indic three is no index
+    with pytest.raises(InputError, match="NAACL 'sentence source target"):
+        read_gold(["1 1 1 X", "1 2 2 S"], "gold.naacl")  # a bad label: still read as NAACL
+    assert read_gold(["1 1 2 S", "1 2 1 P"], "gold.naacl")[0].sure == {(0, 1)}
