@@ -20,19 +20,12 @@ from pathlib import Path
 import numpy as np
 
 from nmt_cli.errors import ConfigError, InputError
-from nmt_cli.scripts import is_unspaced
+from nmt_cli.scripts import is_unsegmented, is_unspaced
 
 MARKER = "\u2581"  # "▁": SentencePiece's sign that a piece starts a whitespace word
 EOS_WORD = "</s>"
 UNITS = ("word", "char", "piece")
 AUTO_UNIT = "auto"  # char for a pair with Chinese or Japanese written without spaces, else word
-# Letters of the scripts written without spaces (ideographs, kana), punctuation left out.
-_UNSPACED_LETTER = re.compile(
-    "[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff]"
-)
-# Word-segmented Chinese averages under two such letters a whitespace word; unsegmented text
-# runs a clause or a sentence together.
-_UNSEGMENTED_LETTERS_PER_WORD = 3
 EXTRACTION_METHODS = ("argmax", "mutual", "threshold")
 SYMMETRIZATION_METHODS = (
     "intersection",
@@ -145,15 +138,7 @@ def unit_for(unit: str, source: str, target: str) -> str:
     whole clause), else "word". Word-segmented Chinese, as in the demo corpus, stays in words."""
     if unit != AUTO_UNIT:
         return unit
-    return "char" if _unsegmented(source) or _unsegmented(target) else "word"
-
-
-def _unsegmented(text: str) -> bool:
-    if text.isascii():
-        return False
-    words = [len(_UNSPACED_LETTER.findall(word)) for word in text.split()]
-    letters, holding = sum(words), sum(1 for count in words if count)
-    return bool(holding) and letters >= _UNSEGMENTED_LETTERS_PER_WORD * holding
+    return "char" if is_unsegmented(source) or is_unsegmented(target) else "word"
 
 
 def merge_to_words(

@@ -7,6 +7,8 @@ separates words with spaces.
 
 from __future__ import annotations
 
+import re
+
 UNSPACED_RANGES = (
     (0x3000, 0x303F),  # CJK symbols and punctuation
     (0x3040, 0x30FF),  # hiragana, katakana
@@ -25,3 +27,32 @@ def is_unspaced(ch: str) -> bool:
     """Whether `ch` belongs to a script written without spaces between words."""
     code = ord(ch)
     return any(lo <= code <= hi for lo, hi in UNSPACED_RANGES)
+
+
+# Letters of those scripts (ideographs, kana), punctuation left out.
+_UNSPACED_LETTER = re.compile(
+    "[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff]"
+)
+# Word-segmented Chinese averages under two such letters a whitespace word (the demo corpus:
+# 1.5); text written without spaces runs a clause or a sentence together.
+UNSEGMENTED_LETTERS_PER_WORD = 3
+_SPACE_BETWEEN = re.compile(f"(?<=[{UNSPACED_CLASS}]) +(?=[{UNSPACED_CLASS}])")
+
+
+def is_unsegmented(text: str) -> bool:
+    """Whether `text` is Chinese or Japanese written without spaces between words: its
+    whitespace words that hold such letters hold UNSEGMENTED_LETTERS_PER_WORD of them or more
+    on average."""
+    if text.isascii():
+        return False
+    counts = [len(_UNSPACED_LETTER.findall(word)) for word in text.split()]
+    letters, holding = sum(counts), sum(1 for count in counts if count)
+    return bool(holding) and letters >= UNSEGMENTED_LETTERS_PER_WORD * holding
+
+
+def join_unsegmented(text: str) -> str:
+    """`text` without the spaces between two characters of those scripts when it is written
+    without spaces (`is_unsegmented`): a piece that starts a word (▁) in the middle of such
+    a sentence decodes to a stray space. Spaces beside other text (a Latin name) stay, and
+    word-segmented text is left as it is."""
+    return _SPACE_BETWEEN.sub("", text) if " " in text and is_unsegmented(text) else text

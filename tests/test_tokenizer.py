@@ -165,3 +165,15 @@ def test_target_pieces_become_text_with_single_spaces(pieces, text):
     from nmt_cli.decoding import pieces_text
 
     assert pieces_text(pieces) == text
+
+
+def test_a_stray_space_inside_chinese_written_without_spaces_is_dropped():
+    from nmt_cli.decoding import pieces_text
+    from nmt_cli.scripts import join_unsegmented
+
+    # a piece that starts a word (▁) in mid-sentence, as a joint English-Chinese model gives
+    assert pieces_text(["▁对不起", "，", "▁我", "情不自禁", "。"]) == "对不起，我情不自禁。"
+    assert pieces_text(["▁我", "喜欢", "▁Tom", "▁和", "他的狗", "。"]) == "我喜欢 Tom 和他的狗。"
+    segmented = "我 的 朋友 星期天 起床 了 以后 ， 一 个 男孩 早上 在 树 旁边 购物 了 。"
+    assert join_unsegmented(segmented) == segmented  # word-segmented text keeps its spaces
+    assert join_unsegmented("A boy , a dog .") == "A boy , a dog ."
