@@ -219,6 +219,22 @@ def test_one_file_as_both_source_and_target_is_warned_about(tmp_path):
     assert f"the train source and target are the same file ({src})" in message
 
 
+def test_language_codes_the_text_contradicts_are_warned_about(tmp_path):
+    pairs = [(src, "我们 " + "的朋友" * (1 + len(tgt) % 3)) for src, tgt in _pairs(200)]
+    src, tgt = _write_pair(tmp_path, "train", pairs)  # German-like source, Chinese target
+    right = ("--src-lang", "de", "--tgt-lang", "zh")
+    ok = _prepare("--src", src, "--tgt", tgt, *right, "--vocab-size", 60, "-o", tmp_path / "a")
+    assert ok.exit_code == 0 and "swapped" not in ok.stderr, ok.output
+    swapped = ("--src-lang", "zh", "--tgt-lang", "de")
+    result = _prepare(
+        "--src", src, "--tgt", tgt, *swapped, "--vocab-size", 60, "-o", tmp_path / "b"
+    )
+    message = " ".join(result.stderr.split())
+    assert result.exit_code == 0
+    assert "--src-lang zh, but only 0% of the src text's characters are CJK" in message
+    assert "--tgt-lang de, but" in message and "swapped?" in message
+
+
 def test_existing_output_is_refused_unless_forced(corpus, tmp_path):
     out = tmp_path / "data"
     assert _prepare(*_train_args(corpus), "-o", out).exit_code == 0

@@ -159,7 +159,11 @@ def prepare(options: PrepareOptions, progress: OnEvent = ignore) -> PrepareRepor
             splits=reports,
             tokenizers=tokenizers,
             joint=options.joint,
-            warnings=_same_file_warnings(options) + _warnings(tokenizers, reports, options.clean),
+            warnings=(
+                _same_file_warnings(options)
+                + _language_warnings(options, stage)
+                + _warnings(tokenizers, reports, options.clean)
+            ),
             seconds=time.perf_counter() - started,
         )
         write_text(stage / MANIFEST, json.dumps(build_manifest(options, report), indent=2) + "\n")
@@ -395,6 +399,34 @@ def _split_json(split: SplitReport) -> dict[str, object]:
 # A filter that drops at least this share of the pairs read is more likely set for other text
 # (or a sign of misread files) than doing its job: real corpora lose well under 1 % to them.
 FILTERED_SHARE_WARNING = 0.2
+
+
+# Languages written in CJK characters or Hangul; a side given one of these codes whose text has
+# next to none of them, or another code for text made mostly of them, is named.
+_RICH_CHARSET_LANGS = {"zh", "ja", "ko", "yue", "cmn", "wuu", "lzh"}
+
+
+def _language_warnings(options: PrepareOptions, stage: Path) -> tuple[str, ...]:
+    """--src-lang/--tgt-lang codes the training text contradicts (swapped sides, say)."""
+    from nmt_cli.data.clean import rich_charset_share
+
+    found = []
+    for side, code in (("src", options.src_lang), ("tgt", options.tgt_lang)):
+        if not code:
+            continue
+        base = code.lower().replace("_", "-").split("-")[0]
+        share = rich_charset_share(_text_lines(stage / text_name("train", side)))
+        if base in _RICH_CHARSET_LANGS and share < 0.05:
+            found.append(
+                f"--{side}-lang {code}, but only {share:.0%} of the {side} text's characters "
+                "are CJK or Hangul: are the two sides or the codes swapped?"
+            )
+        elif base not in _RICH_CHARSET_LANGS and share >= 0.5:
+            found.append(
+                f"--{side}-lang {code}, but {share:.0%} of the {side} text's characters are "
+                "CJK or Hangul: are the two sides or the codes swapped?"
+            )
+    return tuple(found)
 
 
 def _same_file_warnings(options: PrepareOptions) -> tuple[str, ...]:
