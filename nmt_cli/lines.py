@@ -150,6 +150,8 @@ def _block_lines(stream: BinaryIO, name: str, on_invalid: str, nul: str) -> Iter
             yield from texts
             done += len(texts)
     if last := b"".join(pending):  # a last line without "\n"
+        if not done and last.count(b"\r") > 1:  # no newline at all, but line ends in CR
+            raise _cr_only(name)
         yield _line_text(last, name, done + 1, on_invalid, nul)
 
 
@@ -242,18 +244,30 @@ def _raw_lines(stream: BinaryIO, name: str) -> Iterator[bytes]:
         raise _read_error(name, exc, number) from None
 
 
+def _cr_only(name: str) -> InputError:
+    """The error for a file whose lines end in CR alone (classic Mac OS): read by the rule
+    above, it would be one line."""
+    return InputError(
+        f"{name} ends its lines with a carriage return alone (classic Mac OS), not a newline: "
+        f"convert it, e.g. `tr '\\r' '\\n' < {name} > fixed.txt`"
+    )
+
+
 def count_lines(path: Path) -> int:
     """Count lines by the rule above (newlines, plus a last line without one), not decoding."""
-    lines, last = 0, b"\n"
+    lines, last, returns = 0, b"\n", 0
     try:
         with open_binary(path) as handle:
             while chunk := handle.read(_CHUNK):
                 lines += chunk.count(b"\n")
+                returns += 0 if lines else chunk.count(b"\r")
                 last = chunk[-1:]
     except (gzip.BadGzipFile, EOFError, zlib.error):
         raise InputError(f"{path} is a corrupt or truncated gzip file: re-download it") from None
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror}") from None
+    if not lines and returns > 1:  # no newline at all, but line ends in CR
+        raise _cr_only(str(path))
     return lines + (last != b"\n")
 
 

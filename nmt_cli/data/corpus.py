@@ -98,7 +98,8 @@ def _raise_mismatch(src: Path, tgt: Path, number: int, longer: Path) -> NoReturn
     else:
         fix = "check that they are the two sides of one corpus, one sentence per line"
     raise InputError(
-        f"{src} has {n_src:,} lines but {tgt} has {n_tgt:,} (line {number:,} of {longer} has "
+        f"{src} has {n_src:,} line{'s' * (n_src != 1)} but {tgt} has {n_tgt:,} (line "
+        f"{number:,} of {longer} has "
         f"no partner): source and target must be line-aligned; {fix}"
     )
 

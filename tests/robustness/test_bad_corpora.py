@@ -208,6 +208,21 @@ def test_eval_warns_when_a_file_is_not_in_nfc_and_scores_as_sacrebleu_does(tmp_p
     assert "NFC" not in quiet.stderr
 
 
+@pytest.mark.parametrize("command", ["prepare", "translate", "eval"])
+def test_a_file_with_classic_mac_line_ends_is_named_with_the_fix(tmp_path, pair, toy_model_dir,
+                                                                command):  # fmt: skip
+    mac = tmp_path / "mac.txt"
+    mac.write_bytes("\r".join(SRC).encode() + b"\r")  # CR alone ends each line
+    argv = {
+        "prepare": ["prepare", "--src", mac, "--tgt", pair[1], "-o", tmp_path / "out"],
+        "translate": ["translate", "-m", toy_model_dir, "--beam", "1", "--input", mac],
+        "eval": ["eval", "--hyp", mac, "--ref", pair[1]],
+    }[command]
+    result = invoke(*argv)
+    assert_refused(result, 2, str(mac), "carriage return alone", "tr ")
+    assert result.stdout == "" and not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("kind", ["crlf", "bom"])
 def test_translate_output_is_the_same_with_crlf_or_bom(tmp_path, toy_model_dir, kind):
     plain = _write(tmp_path / "plain", SRC)
