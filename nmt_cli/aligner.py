@@ -109,7 +109,7 @@ class TranslationAligner:
 
         trained = translator.config.train
         if not trained.guided_alignment:
-            return cls()  # AUTO_UNIT: Chinese or Japanese without spaces in characters
+            return cls(AlignOptions(unit=model_unit(translator)))
         rates, problem = None, None
         if trained.align_unit == "word":
             try:
@@ -133,6 +133,17 @@ class TranslationAligner:
         if self.rates is not None and self.options.link_prior:
             prior = self.rates.matrix(words.src_words[:n_src], words.tgt_words[:n_tgt])
         return word_links(words, self.options, prior)
+
+
+def model_unit(translator) -> str:
+    """What --unit auto means for a model without guided alignment: characters when either
+    side of its training text was Chinese or Japanese written without spaces (there a
+    whitespace word is a whole clause), else words; for a model trained before nmt recorded
+    that, AUTO_UNIT (decided line by line, `alignment.unit_for`)."""
+    src, tgt = translator.unsegmented
+    if src is None or tgt is None:
+        return AUTO_UNIT
+    return "char" if src or tgt else "word"
 
 
 def translation_words(translation, unit: str = AUTO_UNIT) -> WordAttention | None:

@@ -31,7 +31,7 @@ import re
 import warnings
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -185,6 +185,7 @@ class LoadedModel:
     config: Config
     device: torch.device
     model_dir: Path
+    meta: dict = field(default_factory=dict)  # what training recorded beside the weights
 
 
 def load_model(
@@ -197,14 +198,16 @@ def load_model(
     check_model_dir(model_dir)
     set_threads(threads)
     path = model_dir / MODEL_FILE
-    model, config = build_model(load(path), path)
+    payload = load(path)
+    model, config = build_model(payload, path)
     torch_device = pick_device(device)
     if quantize:
         if torch_device.type != "cpu":
             raise ConfigError("--quantize is for CPU inference; add --device cpu")
         model = quantize_model(model)
     model.to(torch_device).eval()
-    return LoadedModel(model, config, torch_device, model_dir)
+    meta = payload.get("meta") if isinstance(payload.get("meta"), dict) else {}
+    return LoadedModel(model, config, torch_device, model_dir, meta)
 
 
 def build_model(payload: dict, path: Path) -> tuple[Seq2Seq, Config]:

@@ -17,7 +17,6 @@ import torch
 from nmt_cli.batching import collate
 from nmt_cli.errors import ConfigError
 from nmt_cli.model.seq2seq import OutputLayer, Seq2Seq
-from nmt_cli.scripts import join_unsegmented
 from nmt_cli.search import (
     BeamSearch,
     Hypothesis,
@@ -106,9 +105,8 @@ def best_texts(model: Seq2Seq, sources: Sequence[np.ndarray], device, tokenizer)
 
 def pieces_text(pieces: list[str]) -> str:
     """The text of target pieces: SentencePiece's word marker ▁ becomes a space; the double
-    space of a lone ▁ piece before a word becomes one; in Chinese or Japanese written without
-    spaces, a space between two of its characters is dropped (`scripts.join_unsegmented`)."""
-    return join_unsegmented(_SPACES.sub(" ", "".join(pieces).replace("▁", " ")).strip())
+    space of a lone ▁ piece before a word becomes one."""
+    return _SPACES.sub(" ", "".join(pieces).replace("▁", " ")).strip()
 
 
 def _search_batch(

@@ -184,7 +184,7 @@ def training_guides(
         on_event(Event("warning", {"message": (
             "most training pairs hold Chinese or Japanese written without spaces: word units "
             "make a clause one word, and its links say little; train with --align-unit char "
-            "(nmt align reads such pairs in characters by default)"
+            "(nmt align, translate --align and serve use the units the model was trained with)"
         )}))  # fmt: skip
     if alignments is not None:
         links = read_word_links(Path(alignments), pairs, data, stored=False)
@@ -195,14 +195,12 @@ def training_guides(
 
 
 def _mostly_unsegmented(pairs: list[TrainingPair], sample: int = 1000) -> bool:
-    """Whether most of the first `sample` pairs are read in characters by `--unit auto`."""
-    from nmt_cli.alignment import AUTO_UNIT, unit_for
+    """Whether either side of the first `sample` pairs is mostly written without spaces."""
+    from nmt_cli.scripts import mostly_unsegmented
 
-    first = pairs[:sample]
-    chars = sum(
-        unit_for(AUTO_UNIT, " ".join(p.src_units), " ".join(p.tgt_units)) == "char" for p in first
-    )
-    return 2 * chars > len(first)
+    return mostly_unsegmented(
+        " ".join(pair.src_units) for pair in pairs[:sample]
+    ) or mostly_unsegmented(" ".join(pair.tgt_units) for pair in pairs[:sample])
 
 
 def link_rates(links: list[set[Link]], pairs: list[TrainingPair]) -> LinkRates:

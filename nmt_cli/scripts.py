@@ -7,7 +7,9 @@ separates words with spaces.
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections.abc import Iterable
 
 UNSPACED_RANGES = (
     (0x3000, 0x303F),  # CJK symbols and punctuation
@@ -50,9 +52,16 @@ def is_unsegmented(text: str) -> bool:
     return bool(holding) and letters >= UNSEGMENTED_LETTERS_PER_WORD * holding
 
 
+def mostly_unsegmented(lines: Iterable[str], sample: int = 1000) -> bool:
+    """Whether most of the first `sample` lines are `is_unsegmented`: a side of a corpus, or a
+    model's training text, judged as a whole (one line with a long word proves nothing)."""
+    first = list(itertools.islice(lines, sample))
+    return 2 * sum(map(is_unsegmented, first)) > len(first)
+
+
 def join_unsegmented(text: str) -> str:
-    """`text` without the spaces between two characters of those scripts when it is written
-    without spaces (`is_unsegmented`): a piece that starts a word (▁) in the middle of such
-    a sentence decodes to a stray space. Spaces beside other text (a Latin name) stay, and
-    word-segmented text is left as it is."""
-    return _SPACE_BETWEEN.sub("", text) if " " in text and is_unsegmented(text) else text
+    """`text` without the spaces between two characters of those scripts, for the output of a
+    model whose target text is written without spaces: a piece that starts a word (▁) in
+    the middle of a sentence decodes to a stray space. Spaces beside other text (a Latin
+    name) stay."""
+    return _SPACE_BETWEEN.sub("", text) if " " in text else text

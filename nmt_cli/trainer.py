@@ -72,6 +72,9 @@ class Trainer:
     ):
         self.config = config
         self.data = data
+        # sides written without spaces (Chinese, Japanese): recorded in meta, for translate's
+        # output and alignment units
+        self._unsegmented = {side: data.unsegmented(side) for side in ("src", "tgt")}
         self.model_dir = model_dir
         self.on_event = on_event
         self.stop = stop or threading.Event()
@@ -441,6 +444,8 @@ class Trainer:
             "data_fingerprint": self.data.fingerprint,
             "src_lang": self.data.src_lang,
             "tgt_lang": self.data.tgt_lang,
+            "src_unsegmented": self._unsegmented["src"],
+            "tgt_unsegmented": self._unsegmented["tgt"],
             "device": str(self.device),
             "world_size": self.ranks.world,
         }

@@ -23,6 +23,7 @@ from nmt_cli.data.clean import normalize
 from nmt_cli.decoding import SearchOptions, pieces_text
 from nmt_cli.errors import ArtifactError, ConfigError
 from nmt_cli.model.seq2seq import OutputLayer, Seq2Seq
+from nmt_cli.scripts import join_unsegmented
 from nmt_cli.search import Hypothesis
 from nmt_cli.shortlist import Shortlist
 from nmt_cli.specials import EOS_ID, UNK_ID
@@ -69,6 +70,19 @@ class Translator:
     shortlist: Shortlist | None = None  # see `load(shortlist=True)`
     output: OutputLayer | None = None  # the output layer the shortlist restricts
     partners: list[Translator] = field(default_factory=list)  # the rest of an ensemble
+    meta: dict = field(default_factory=dict)  # what training recorded (model.pt's "meta")
+
+    @property
+    def unsegmented(self) -> tuple[bool | None, bool | None]:
+        """Whether the model's source and target training text were written without spaces
+        (Chinese, Japanese); None for a model trained before nmt recorded it."""
+        return self.meta.get("src_unsegmented"), self.meta.get("tgt_unsegmented")
+
+    def _text(self, pieces: list[str]) -> str:
+        """A translation's text; for a target written without spaces, without the stray
+        spaces a word-starting piece leaves between two of its characters."""
+        text = pieces_text(pieces)
+        return join_unsegmented(text) if self.unsegmented[1] else text
 
     @property
     def align_shift(self) -> int:
@@ -119,6 +133,7 @@ class Translator:
                     "model directory again, or retrain"
                 )
         translator = cls(loaded.model, config, src_tok, tgt_tok, loaded.device, model_dir)
+        translator.meta = loaded.meta
         if shortlist:
             path = model_dir / checkpoint.SHORTLIST_FILE
             translator.shortlist = Shortlist.load(path).check(
@@ -243,10 +258,10 @@ class Translator:
 
                 attention = shift_rows(attention, self.align_shift)[: len(best.tokens) + 1]
         pieces = self._pieces(best, src_pieces, attention if replace_unk else None)
-        alternatives = [(pieces_text(self._pieces(h, src_pieces, None)), h.score) for h in nbest]
+        alternatives = [(self._text(self._pieces(h, src_pieces, None)), h.score) for h in nbest]
         return Translation(
             source=line,
-            text=pieces_text(pieces),
+            text=self._text(pieces),
             src_pieces=src_pieces,
             pieces=pieces,
             score=best.score,

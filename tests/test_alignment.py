@@ -668,3 +668,16 @@ def test_gold_files_take_ascii_digits_and_name_the_format_of_a_bad_naacl_line(tm
     with pytest.raises(InputError, match="NAACL 'sentence source target"):
         read_gold(["1 1 1 X", "1 2 2 S"], "gold.naacl")  # a bad label: still read as NAACL
     assert read_gold(["1 1 2 S", "1 2 1 P"], "gold.naacl")[0].sure == {(0, 1)}
+
+
+def test_auto_units_of_a_model_follow_its_training_text():
+    from types import SimpleNamespace
+
+    from nmt_cli.aligner import model_unit
+
+    def model(src, tgt):
+        return SimpleNamespace(unsegmented=(src, tgt))
+
+    assert model_unit(model(False, True)) == "char"  # English to unsegmented Chinese
+    assert model_unit(model(False, False)) == "word"  # e.g. the demo's segmented Chinese
+    assert model_unit(model(None, None)) == "auto"  # trained before it was recorded: per line

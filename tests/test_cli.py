@@ -66,6 +66,11 @@ def test_training_wrote_a_self_contained_model_dir(toy_model_dir):
     } <= names
     meta = json.loads((toy_model_dir / "meta.json").read_text())
     assert meta["step"] > 0 and len(meta["data_fingerprint"]) > 4
+    # both sides of the toy corpus are spaced words: translations and alignments stay in words
+    assert meta["src_unsegmented"] is False and meta["tgt_unsegmented"] is False
+    from nmt_cli.translator import Translator
+
+    assert Translator.load(toy_model_dir, device="cpu").unsegmented == (False, False)
     events = [json.loads(line) for line in (toy_model_dir / "train.jsonl").read_text().splitlines()]
     assert any(e["event"] == "valid" for e in events)
 

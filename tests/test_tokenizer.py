@@ -168,12 +168,19 @@ def test_target_pieces_become_text_with_single_spaces(pieces, text):
 
 
 def test_a_stray_space_inside_chinese_written_without_spaces_is_dropped():
-    from nmt_cli.decoding import pieces_text
-    from nmt_cli.scripts import join_unsegmented
+    from nmt_cli.scripts import join_unsegmented, mostly_unsegmented
+    from nmt_cli.translator import Translator
 
-    # a piece that starts a word (▁) in mid-sentence, as a joint English-Chinese model gives
-    assert pieces_text(["▁对不起", "，", "▁我", "情不自禁", "。"]) == "对不起，我情不自禁。"
-    assert pieces_text(["▁我", "喜欢", "▁Tom", "▁和", "他的狗", "。"]) == "我喜欢 Tom 和他的狗。"
-    segmented = "我 的 朋友 星期天 起床 了 以后 ， 一 个 男孩 早上 在 树 旁边 购物 了 。"
-    assert join_unsegmented(segmented) == segmented  # word-segmented text keeps its spaces
-    assert join_unsegmented("A boy , a dog .") == "A boy , a dog ."
+    assert join_unsegmented("对不起， 我情不自禁。") == "对不起，我情不自禁。"
+    assert join_unsegmented("我喜欢 Tom 和 他的狗。") == "我喜欢 Tom 和他的狗。"  # Tom's stay
+    pieces = ["▁对不起", "，", "▁我", "情不自禁", "。"]  # a word-starting piece in mid-sentence
+
+    def text(meta):
+        return Translator(None, None, None, None, None, None, meta=meta)._text(pieces)
+
+    assert text({"tgt_unsegmented": True}) == "对不起，我情不自禁。"
+    assert text({"tgt_unsegmented": False}) == text({}) == "对不起， 我情不自禁。"
+    # a model's text is judged as a whole: segmented lines with a long word do not tip it
+    segmented = ["对不起 。", "我 爱 中华人民共和国 。", "我 的 朋友 星期天 起床 了 。", "你 好 。"]
+    assert not mostly_unsegmented(segmented)
+    assert mostly_unsegmented(["对不起，我情不自禁。", "火车站在哪里？", "Tom 是我的朋友。"])

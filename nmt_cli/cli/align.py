@@ -148,8 +148,11 @@ def align(
         check_reverse_of(model, reverse_model)
         reverse = Translator.load(reverse_model, device=device)
     trained = translator.config.train
-    if unit == "auto" and (trained.guided_alignment or link_prior):  # its rates' units
-        unit = trained.align_unit
+    if unit == "auto":  # a guided model's units (its rates count them), else its text's
+        from nmt_cli.aligner import model_unit
+
+        guided = trained.guided_alignment or link_prior
+        unit = trained.align_unit if guided else model_unit(translator)
         options = replace(options, unit=unit)
     rates = _link_rates(model, link_prior, corpus_prior, unit, trained.align_unit)
     if rates is not None and link_prior is None and trained.guided_alignment:

@@ -73,6 +73,14 @@ class DataDir:
         """True when `split` (train, dev or test) was prepared."""
         return split in self.manifest["splits"]
 
+    def unsegmented(self, side: str) -> bool:
+        """Whether the training text of `side` is Chinese or Japanese written without spaces
+        (`scripts.mostly_unsegmented` over its first lines)."""
+        from nmt_cli.scripts import mostly_unsegmented
+
+        with open(self.text("train", side), encoding="utf-8") as lines:
+            return mostly_unsegmented(lines)
+
     def text(self, split: str, side: str) -> Path:
         """The cleaned text file of one side (src/tgt) of one split (train/dev/test)."""
         return self.path / self._entry(split)["text"][_check_side(side)]
