@@ -42,6 +42,10 @@ def _prepare_model_dir(output: Path, resume: bool, force: bool) -> None:
     output.mkdir(parents=True, exist_ok=True)
 
 
+class _StoppedAtOnce(KeyboardInterrupt):
+    """A second SIGINT, while the trainer saves after the first."""
+
+
 class _StopOnSignal:
     """SIGINT/SIGTERM ask the trainer to save and stop; a second SIGINT stops at once."""
 
@@ -51,7 +55,7 @@ class _StopOnSignal:
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.event.is_set() and signum == signal.SIGINT:
-            raise KeyboardInterrupt
+            raise _StoppedAtOnce
         self.event.set()
 
     def __enter__(self) -> threading.Event:
@@ -97,7 +101,8 @@ def run_training(
     ranks = from_environment(pick_device(config.train.device).type == "cuda")
     try:
         return _train_ranked(data, output, config, ranks, resume, force, on_event)
-    except KeyboardInterrupt:  # a second Ctrl-C: stopped at once, nothing saved for it
+    except _StoppedAtOnce:  # nothing saved for it (a first Ctrl-C before the trainer's
+        # handlers are set is a plain KeyboardInterrupt: "interrupted")
         raise Interrupted(_stopped_at_once(output)) from None
     finally:
         shutdown()

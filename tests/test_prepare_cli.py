@@ -204,7 +204,7 @@ def test_a_length_filter_that_drops_a_large_share_is_warned_about(tmp_path):
     result = _prepare("--src", src, "--tgt", tgt, "--vocab-size", 50, "--max-len", limit, "-o", out)
     assert result.exit_code == 0, result.output
     message = " ".join(result.stderr.split())
-    assert f"dropped 30% of the train pairs (90 of 300) as too long (--max-len {limit} words)" in (
+    assert f"dropped 30% of the train pairs (90 of 300) as too long (--max-len {limit}: words" in (
         message
     )
     quiet = _prepare("--src", src, "--tgt", tgt, "--vocab-size", 50, "-o", tmp_path / "all")

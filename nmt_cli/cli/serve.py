@@ -23,8 +23,12 @@ _limit = in_panel("Limits and batching")
 @command_boundary
 def serve(
     model: list[Path] = model_option(repeat=True),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
-    port: int = typer.Option(5000, "--port", help="Port to listen on."),
+    host: str = typer.Option(
+        "127.0.0.1",
+        "--host",
+        help="Address to listen on, IPv4 or IPv6 (0.0.0.0 or ::: every interface, unprotected).",
+    ),
+    port: int = typer.Option(5000, "--port", help="Port to listen on (0: a free one, printed)."),
     beam: int = beam_option(help="Beam size of requests that name none (and of OpenNMT-py's)."),
     max_lines: int = _limit(64, "Lines per request at most (more: 413).", "--max-lines"),
     max_chars: int = _limit(10_000, "Characters per request at most (more: 413).", "--max-chars"),
@@ -63,7 +67,9 @@ def serve(
 
     _check_serve_options(beam, max_beam, max_lines, max_chars, max_batch, window_ms, workers)
     check_device_options(device, threads)
-    port = _check_free(host, port)  # --port 0: the free port the system picked
+    host = host.removeprefix("[").removesuffix("]")  # [::1], as URLs write IPv6 addresses
+    listening = _listen(host, port)  # held until uvicorn serves on it: no one takes it
+    port = listening.getsockname()[1]  # --port 0: the free port the system picked
     spec = ModelSpec(tuple(model), device, quantize, threads)
 
     def say(message: str) -> None:  # also from the pool's threads, when a process is replaced
@@ -76,7 +82,11 @@ def serve(
             "reaches this machine can use the service (it has no authentication)"
         )
 
-    translator = WorkerPool(spec, workers, window_ms / 1000, max_batch, notify=say).start()
+    try:
+        translator = WorkerPool(spec, workers, window_ms / 1000, max_batch, notify=say).start()
+    except BaseException:
+        listening.close()
+        raise
     try:  # from here on, whatever happens, the translating processes are stopped
         limits = Limits(max_lines=max_lines, max_chars=max_chars, max_beam=max_beam, beam=beam)
         app = create_app(translator, limits)
@@ -86,8 +96,9 @@ def serve(
             f"serving {' + '.join(map(str, model))} on http://{address}:{port}/ (Ctrl-C to stop)"
         )
         with _quiet_when_forced(server):
-            _serve_until_signalled(server, lambda: say(serving))
+            _serve_until_signalled(server, lambda: say(serving), [listening])
     finally:
+        listening.close()
         drained = translator.closed  # the app closed it after the requests in flight
         translator.close(timeout=0)  # else (a second Ctrl-C, or an error): stopped now
     if not drained:
@@ -126,7 +137,7 @@ def _quiet_when_forced(server):
         log.removeFilter(keep)
 
 
-def _serve_until_signalled(server, announce) -> None:
+def _serve_until_signalled(server, announce, sockets=None) -> None:
     """Run the server; SIGINT and SIGTERM make it drain (no new connections, requests in
     flight answered) and return, so the command exits 0.
 
@@ -144,7 +155,7 @@ def _serve_until_signalled(server, announce) -> None:
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         announce()
-        server.run()
+        server.run(sockets=sockets)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -172,9 +183,10 @@ def _check_serve_options(
         raise ConfigError(f"--workers must be from 0 (automatic) to 64, got {workers}")
 
 
-def _check_free(host: str, port: int) -> int:
-    """Refuse an address that cannot be listened on before the model is loaded; the port
-    (for port 0, the one the system gives). An IPv6 address listens as IPv6."""
+def _listen(host: str, port: int):
+    """The listening socket of the service, made before the model is loaded, so that an
+    address that cannot be listened on is refused at once (for port 0, the system picks a
+    free port). An IPv6 address listens as IPv6."""
     import socket
 
     from nmt_cli.errors import ConfigError
@@ -182,9 +194,10 @@ def _check_free(host: str, port: int) -> int:
     if not 0 <= port <= 65535:
         raise ConfigError(f"--port must be from 0 to 65535, got {port}")
     try:
-        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        with socket.create_server((host, port), family=found[0][0]) as listening:
-            return listening.getsockname()[1]
+        found = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )  # "" (every interface) is None to getaddrinfo
+        return socket.create_server((host, port), family=found[0][0])
     except OSError as exc:
         raise ConfigError(
             f"cannot listen on {host}:{port} ({exc.strerror}): pick another --port or --host"

@@ -103,7 +103,7 @@ def translate(
         return
     if input is not None and str(input) != "-":
         # A file is read through once first: a bad line (invalid UTF-8, a truncated gzip) is
-        # refused before anything is written, as prepare, eval and align refuse it. A stream
+        # refused before anything is written, as prepare and eval refuse it. A stream
         # cannot be read twice: there every line before the bad one is written, then it fails.
         from nmt_cli.lines import read_lines
 

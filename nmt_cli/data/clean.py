@@ -86,16 +86,17 @@ class CleanedSplit:
 # Characters that render as nothing and only make the same text look different to a model or a
 # deduplicator: BOM / zero-width no-break space, zero-width space, word joiner, soft hyphen.
 # ZWJ and ZWNJ (U+200D, U+200C) stay: Persian, Indic scripts and emoji sequences need them.
-INVISIBLE = ("\ufeff", "\u200b", "\u2060", "\u00ad")
+INVISIBLE = ("\ufeff", "\u200b", "\u2060", "\u00ad")  # all format characters: not printable
 
 
 def normalize(text: str) -> str:
     """NFC, no invisible characters (INVISIBLE), every run of whitespace (\\r, tabs, NBSP,
     U+3000...) one space, stripped."""
     if not text.isascii():
-        for char in INVISIBLE:
-            if char in text:
-                text = text.replace(char, "")
+        if not text.isprintable():  # one fast scan; most lines hold none of them
+            for char in INVISIBLE:
+                if char in text:
+                    text = text.replace(char, "")
         if not unicodedata.is_normalized("NFC", text):
             text = unicodedata.normalize("NFC", text)
     # Most lines need no whitespace change: every whitespace character but the ASCII space is

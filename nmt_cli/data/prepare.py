@@ -465,7 +465,8 @@ def _warnings(
             )
         counts = split.counts
         limits = (
-            ("too_long", "as too long", f"--max-len {clean.max_len} words"),
+            ("too_long", "as too long", f"--max-len {clean.max_len}: words, a Chinese or "
+             "Japanese character one"),
             ("ratio", "for their length ratio", f"--max-ratio {clean.max_ratio:g}"),
         ) if clean else ()  # fmt: skip
         for name, why, option in limits:

@@ -88,10 +88,14 @@ def create_app(
         in a search are dropped (a client that times out and retries would pile up work)."""
         future = translator.submit(request, api)
         answer = asyncio.wrap_future(future)
-        while not (await asyncio.wait({answer}, timeout=_DISCONNECT_POLL_S))[0]:
-            if await http.is_disconnected():
-                future.cancel()
-                return None
+        try:
+            while not (await asyncio.wait({answer}, timeout=_DISCONNECT_POLL_S))[0]:
+                if await http.is_disconnected():
+                    future.cancel()
+                    return None
+        except asyncio.CancelledError:  # the server cancelled the request (a forced stop)
+            future.cancel()
+            raise
         return answer.result()
 
     @app.post("/translate")

@@ -379,7 +379,7 @@ def test_a_second_ctrl_c_says_what_was_saved_before_it(toy_data_dir, tmp_path, m
     from nmt_cli import training_run
 
     def interrupted(*_args, **_kwargs):
-        raise KeyboardInterrupt  # what the second SIGINT raises inside the training
+        raise training_run._StoppedAtOnce  # what the second SIGINT raises inside the training
 
     monkeypatch.setattr(training_run, "_train_ranked", interrupted)
     out = tmp_path / "model"
