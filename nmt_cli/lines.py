@@ -150,7 +150,7 @@ def _block_lines(stream: BinaryIO, name: str, on_invalid: str, nul: str) -> Iter
             yield from texts
             done += len(texts)
     if last := b"".join(pending):  # a last line without "\n"
-        if not done and last.count(b"\r") > 1:  # no newline at all, but line ends in CR
+        if not done and b"\r" in last[:-1]:  # no newline at all, but lines ended by CR
             raise _cr_only(name)
         yield _line_text(last, name, done + 1, on_invalid, nul)
 
@@ -255,7 +255,7 @@ def _cr_only(name: str) -> InputError:
 
 def count_lines(path: Path) -> int:
     """Count lines by the rule above (newlines, plus a last line without one), not decoding."""
-    lines, last, returns = 0, b"\n", 0
+    lines, last, returns = 0, b"\n", 0  # returns: CRs, while no newline has come
     try:
         with open_binary(path) as handle:
             while chunk := handle.read(_CHUNK):
@@ -266,7 +266,7 @@ def count_lines(path: Path) -> int:
         raise InputError(f"{path} is a corrupt or truncated gzip file: re-download it") from None
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror}") from None
-    if not lines and returns > 1:  # no newline at all, but line ends in CR
+    if not lines and returns > (last == b"\r"):  # no newline, but a CR before the last byte
         raise _cr_only(str(path))
     return lines + (last != b"\n")
 

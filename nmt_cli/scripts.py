@@ -56,7 +56,9 @@ def mostly_unsegmented(lines: Iterable[str], sample: int = 1000) -> bool:
     """Whether most of the first `sample` lines are `is_unsegmented`: a side of a corpus, or a
     model's training text, judged as a whole (one line with a long word proves nothing)."""
     first = list(itertools.islice(lines, sample))
-    return 2 * sum(map(is_unsegmented, first)) > len(first)
+    # lines of one or two such letters (谢谢！, はい。) say nothing either way
+    voting = [line for line in first if len(_UNSPACED_LETTER.findall(line)) >= 3]
+    return 2 * sum(map(is_unsegmented, voting)) > len(voting)
 
 
 def join_unsegmented(text: str) -> str:

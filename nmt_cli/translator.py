@@ -82,7 +82,14 @@ class Translator:
         """A translation's text; for a target written without spaces, without the stray
         spaces a word-starting piece leaves between two of its characters."""
         text = pieces_text(pieces)
-        return join_unsegmented(text) if self.unsegmented[1] else text
+        return join_unsegmented(text) if self.unsegmented[1] and not self._word_guided else text
+
+    @property
+    def _word_guided(self) -> bool:
+        """Trained to align whitespace words: its links count the words its pieces make, so
+        its text keeps them (`nmt train` warns about word units over such text)."""
+        trained = self.config.train
+        return bool(trained.guided_alignment) and trained.align_unit == "word"
 
     @property
     def align_shift(self) -> int:

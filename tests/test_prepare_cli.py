@@ -233,6 +233,9 @@ def test_language_codes_the_text_contradicts_are_warned_about(tmp_path):
     assert result.exit_code == 0
     assert "--src-lang zh, but only 0% of the src text's characters are CJK" in message
     assert "--tgt-lang de, but" in message and "swapped?" in message
+    codes = ("--src-lang", "deu", "--tgt-lang", "zho")  # ISO 639-3 codes are understood too
+    iso = _prepare("--src", src, "--tgt", tgt, *codes, "--vocab-size", 60, "-o", tmp_path / "c")
+    assert iso.exit_code == 0 and "swapped" not in iso.stderr
 
 
 def test_existing_output_is_refused_unless_forced(corpus, tmp_path):

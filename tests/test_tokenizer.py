@@ -168,6 +168,8 @@ def test_target_pieces_become_text_with_single_spaces(pieces, text):
 
 
 def test_a_stray_space_inside_chinese_written_without_spaces_is_dropped():
+    from types import SimpleNamespace
+
     from nmt_cli.scripts import join_unsegmented, mostly_unsegmented
     from nmt_cli.translator import Translator
 
@@ -175,12 +177,19 @@ def test_a_stray_space_inside_chinese_written_without_spaces_is_dropped():
     assert join_unsegmented("我喜欢 Tom 和 他的狗。") == "我喜欢 Tom 和他的狗。"  # Tom's stay
     pieces = ["▁对不起", "，", "▁我", "情不自禁", "。"]  # a word-starting piece in mid-sentence
 
-    def text(meta):
-        return Translator(None, None, None, None, None, None, meta=meta)._text(pieces)
+    def text(meta, guided=0.0, unit="char"):
+        config = SimpleNamespace(train=SimpleNamespace(guided_alignment=guided, align_unit=unit))
+        return Translator(None, config, None, None, None, None, meta=meta)._text(pieces)
 
     assert text({"tgt_unsegmented": True}) == "对不起，我情不自禁。"
     assert text({"tgt_unsegmented": False}) == text({}) == "对不起， 我情不自禁。"
+    # a model taught word links keeps the words its pieces make: its links count them
+    assert text({"tgt_unsegmented": True}, guided=1.0, unit="word") == "对不起， 我情不自禁。"
+    assert text({"tgt_unsegmented": True}, guided=1.0, unit="char") == "对不起，我情不自禁。"
     # a model's text is judged as a whole: segmented lines with a long word do not tip it
-    segmented = ["对不起 。", "我 爱 中华人民共和国 。", "我 的 朋友 星期天 起床 了 。", "你 好 。"]
+    segmented = ["对不起 。", "我 爱 中华人民共和国 。", "我 的 朋友 星期天 起床 了 。", "你 好 。",
+                 "他 上 周 在 哪里 跳舞 了 ？", "一 个 男孩 早上 在 树 旁边 购物 了 。"]  # fmt: skip
     assert not mostly_unsegmented(segmented)
     assert mostly_unsegmented(["对不起，我情不自禁。", "火车站在哪里？", "Tom 是我的朋友。"])
+    short = ["谢谢！", "是。", "好 。", "はい。"]  # one or two letters say nothing either way
+    assert mostly_unsegmented(short + ["对不起，我情不自禁。"])

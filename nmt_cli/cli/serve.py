@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import socket
 from pathlib import Path
 
 import typer
@@ -26,7 +27,8 @@ def serve(
     host: str = typer.Option(
         "127.0.0.1",
         "--host",
-        help="Address to listen on, IPv4 or IPv6 (0.0.0.0 or ::: every interface, unprotected).",
+        help="Address to listen on, IPv4 or IPv6; 0.0.0.0, :: or '' listen on every interface "
+        "(unprotected: the service has no authentication).",
     ),
     port: int = typer.Option(5000, "--port", help="Port to listen on (0: a free one, printed)."),
     beam: int = beam_option(help="Beam size of requests that name none (and of OpenNMT-py's)."),
@@ -91,7 +93,8 @@ def serve(
         limits = Limits(max_lines=max_lines, max_chars=max_chars, max_beam=max_beam, beam=beam)
         app = create_app(translator, limits)
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
-        address = f"[{host}]" if ":" in host else host  # an IPv6 address, as URLs write it
+        shown = host or ("::" if listening.family == socket.AF_INET6 else "0.0.0.0")
+        address = f"[{shown}]" if ":" in shown else shown  # IPv6, as URLs write it
         serving = (
             f"serving {' + '.join(map(str, model))} on http://{address}:{port}/ (Ctrl-C to stop)"
         )
@@ -184,20 +187,34 @@ def _check_serve_options(
 
 
 def _listen(host: str, port: int):
-    """The listening socket of the service, made before the model is loaded, so that an
-    address that cannot be listened on is refused at once (for port 0, the system picks a
-    free port). An IPv6 address listens as IPv6."""
-    import socket
-
+    """The socket of the service, bound before the model is loaded, so that an address that
+    cannot be listened on is refused at once (for port 0, the system picks a free port), and
+    no one takes the port meanwhile. It listens only once uvicorn serves: until then a
+    client is refused, not left hanging. An IPv6 address binds IPv6; "" and "::" bind every
+    interface, IPv4 and IPv6 where the system can."""
     from nmt_cli.errors import ConfigError
 
     if not 0 <= port <= 65535:
         raise ConfigError(f"--port must be from 0 to 65535, got {port}")
+    every = host in ("", "::")
     try:
-        found = socket.getaddrinfo(
-            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )  # "" (every interface) is None to getaddrinfo
-        return socket.create_server((host, port), family=found[0][0])
+        if every and socket.has_dualstack_ipv6():
+            family, address = socket.AF_INET6, ("::", port)
+        elif every:
+            family, address = socket.AF_INET, ("0.0.0.0", port)
+        else:
+            found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+            family, address = found[0][0], found[0][4]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0 if every else 1)
+            sock.bind(address)
+        except OSError:
+            sock.close()
+            raise
+        return sock
     except OSError as exc:
         raise ConfigError(
             f"cannot listen on {host}:{port} ({exc.strerror}): pick another --port or --host"

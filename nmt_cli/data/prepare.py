@@ -403,7 +403,7 @@ FILTERED_SHARE_WARNING = 0.2
 
 # Languages written in CJK characters or Hangul; a side given one of these codes whose text has
 # next to none of them, or another code for text made mostly of them, is named.
-_RICH_CHARSET_LANGS = {"zh", "ja", "ko", "yue", "cmn", "wuu", "lzh"}
+_RICH_CHARSET_LANGS = {"zh", "ja", "ko", "zho", "chi", "jpn", "kor", "yue", "cmn", "wuu", "lzh"}
 
 
 def _language_warnings(options: PrepareOptions, stage: Path) -> tuple[str, ...]:

@@ -143,10 +143,10 @@ def _checked_lines(lines: list[str], limits: Limits) -> list[str]:
 
 
 def _check_line(number: int, line: str) -> None:
-    """Refuse what would be lost or mistranslated: newlines inside one line (the text after
+    """Refuse what would be lost or mistranslated: line breaks inside one line (the text after
     them would vanish), NUL, and lone surrogates (JSON escapes that are no Unicode text)."""
     where = f"line {number} of the request"
-    if "\n" in line:  # a stray \r is a space, as in files
+    if "\n" in line or "\r" in line:  # a lone CR too: an old Mac's line break
         raise RequestError(
             f"{where} has a line break: send one sentence per string (a list for several)", 422
         )
