@@ -103,7 +103,7 @@ def main() -> None:
         "",
         f"Each model: data/configs/demo.toml, {budget_text} on one CPU thread "
         f"({args.parallel} runs at a time on this machine), seed 1; best dev BLEU (greedy, "
-        f"the first {dev} dev sentences, sacreBLEU). Regenerate with "
+        f"{dev} dev sentences spread evenly over the split, sacreBLEU). Regenerate with "
         f"`python scripts/attention_variants.py {flag}`.",
         "",
         "| attention | decoder style | updates | training seconds | best dev BLEU | − none |",
