@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nmt_cli.errors import ConfigError, InputError
-from nmt_cli.scripts import is_unspaced
+from nmt_cli.scripts import UNSPACED_LETTER_CLASS, is_unspaced
 
 METRICS = ("bleu", "chrf", "chrf++", "ter")  # every metric `score` knows
 DEFAULT_METRICS = ("bleu", "chrf", "ter")
@@ -197,7 +197,7 @@ def unicode_form_problems(files: Sequence[tuple[str | os.PathLike, Sequence[str]
 
 
 # Ideographs and kana (no punctuation or full-width forms): the letters of unspaced scripts.
-_LETTER = "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff"
+_LETTER = UNSPACED_LETTER_CLASS
 _SPACED_LETTERS = re.compile(f"[{_LETTER}][ \\t]+(?=[{_LETTER}])")  # not U+3000: layout
 _ANY_LETTER = re.compile(f"[{_LETTER}]")
 _ADJACENT_LETTERS = re.compile(f"[{_LETTER}](?=[{_LETTER}])")

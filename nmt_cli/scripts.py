@@ -31,10 +31,11 @@ def is_unspaced(ch: str) -> bool:
     return any(lo <= code <= hi for lo, hi in UNSPACED_RANGES)
 
 
-# Letters of those scripts (ideographs, kana), punctuation left out.
-_UNSPACED_LETTER = re.compile(
-    "[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff]"
+# Letters of those scripts (ideographs and kana), no punctuation or full-width forms.
+UNSPACED_LETTER_CLASS = (
+    "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff"
 )
+_UNSPACED_LETTER = re.compile(f"[{UNSPACED_LETTER_CLASS}]")
 # Word-segmented Chinese averages under two such letters a whitespace word (the demo corpus:
 # 1.5); text written without spaces runs a clause or a sentence together.
 UNSEGMENTED_LETTERS_PER_WORD = 3
