@@ -156,6 +156,9 @@ def test_the_listening_socket_takes_ipv6_and_every_interface_and_port_0():
     for host in ("127.0.0.1", ""):  # "": every interface, as uvicorn reads it
         with _listen(host, 0) as listening:
             assert listening.getsockname()[1] > 0
+            # asyncio sets TCP_NODELAY on the connections of a TCP-named socket only: with
+            # proto 0, Nagle's algorithm held each answer ~40 ms (make bench-serve, 1 client)
+            assert listening.proto == socket.IPPROTO_TCP
     with _listen("127.0.0.1", 0) as bound:  # bound while the model loads, not listening:
         with pytest.raises(ConnectionRefusedError):  # a client is refused, not left hanging
             socket.create_connection(("127.0.0.1", bound.getsockname()[1]), timeout=5)

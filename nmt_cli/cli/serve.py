@@ -205,7 +205,9 @@ def _listen(host: str, port: int):
         else:
             found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
             family, address = found[0][0], found[0][4]
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        # IPPROTO_TCP named: asyncio turns Nagle's algorithm off (TCP_NODELAY) only on
+        # connections of a socket that says so; with proto 0 each answer waited ~40 ms
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if family == socket.AF_INET6:
