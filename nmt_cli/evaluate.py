@@ -186,14 +186,25 @@ def unicode_form_problems(files: Sequence[tuple[str | os.PathLike, Sequence[str]
                 first = number
         if first is None:
             continue
-        kinds = [f"{composed:,} not in Unicode NFC"] if composed else []
-        kinds += [f"{invisible:,} with zero-width or soft-hyphen characters"] if invisible else []
+        kinds = []
+        if composed:
+            kinds.append(f"{composed:,} of its lines {_are(composed)} not in Unicode NFC")
+        if invisible:
+            whose = "" if composed else " of its lines"
+            kinds.append(
+                f"{invisible:,}{whose} {_are(invisible, 'hold', 'holds')} zero-width "
+                "or soft-hyphen characters"
+            )
         problems.append(
-            f"{name}: {' and '.join(kinds)} of its lines (the first: line {first}); sacreBLEU "
+            f"{name}: {' and '.join(kinds)} (the first: line {first}); sacreBLEU "
             "compares code points, so they score as different from the same text in NFC "
             "without those characters, as nmt translate writes it: normalise the file to match"
         )
     return problems
+
+
+def _are(count: int, many: str = "are", one: str = "is") -> str:
+    return one if count == 1 else many
 
 
 # Ideographs and kana (no punctuation or full-width forms): the letters of unspaced scripts.

@@ -38,8 +38,9 @@ def align(
     unit: str = _extract(
         "auto",
         "word, char (each Chinese/Japanese character a unit, other text in words), piece, or "
-        "auto: char for a pair with Chinese or Japanese written without spaces, else word "
-        "(for a model trained with guided alignment, the units it was taught).",
+        "auto: char when the model's training text was mostly Chinese or Japanese written "
+        "without spaces (models trained before this was recorded: decided per pair), else "
+        "word; for a model trained with guided alignment, the units it was taught.",
     ),
     method: str | None = _extract(
         None,

@@ -110,7 +110,7 @@ def create_app(
         records = await run(request, job, OPENNMT_API)
         return _gone() if records is None else JSONResponse([records])
 
-    # HEAD too, as uptime monitors ask; /translator/health is the path of OpenNMT-py's server
+    # HEAD too on every GET route, as uptime monitors ask; /translator/health is the path of OpenNMT-py's server
     @app.api_route("/health", methods=["GET", "HEAD"])
     @app.api_route("/translator/health", methods=["GET", "HEAD"])
     async def health():
@@ -118,7 +118,7 @@ def create_app(
             return {"status": "ok"}
         return JSONResponse({"status": "stopped", "error": STOPPED}, status_code=503)
 
-    @app.get("/models")
+    @app.api_route("/models", methods=["GET", "HEAD"])
     async def list_models():
         return {"models": translator.models, "ensemble": len(translator.models) > 1}
 

@@ -200,12 +200,19 @@ def test_eval_warns_when_a_file_is_not_in_nfc_and_scores_as_sacrebleu_does(tmp_p
     h, r = _write(tmp_path / "h", hyp), _write(tmp_path / "r", ref)
     result = _ok(invoke("eval", "--hyp", h, "--ref", r, "--metrics", "bleu", "--json"))
     message = " ".join(result.stderr.split())
-    assert f"{r}: 2 not in Unicode NFC of its lines (the first: line 1)" in message
+    assert f"{r}: 2 of its lines are not in Unicode NFC (the first: line 1)" in message
     assert str(h) not in message  # the hypothesis is in NFC
     score = json.loads(result.stdout)["metrics"][0]["score"]
     assert score == pytest.approx(sacrebleu.corpus_bleu(hyp, [ref]).score) and score < 100
     quiet = _ok(invoke("eval", "--hyp", h, "--ref", h, "--metrics", "bleu"))
     assert "NFC" not in quiet.stderr
+    hidden = _write(tmp_path / "z", [hyp[0], "ein\u200bHund läuft", hyp[2]])
+    zero_width = _ok(invoke("eval", "--hyp", hidden, "--ref", h, "--metrics", "bleu"))
+    message = " ".join(zero_width.stderr.split())
+    assert (
+        f"{hidden}: 1 of its lines holds zero-width or soft-hyphen characters "
+        "(the first: line 2)" in message
+    )
 
 
 @pytest.mark.parametrize("command", ["prepare", "translate", "eval"])
