@@ -2,8 +2,8 @@
 
 For one model directory (by default the `nmt` model `make bench` trained, so nothing needs
 training first): sentences per second and BLEU on the test set for greedy and beam 5, batch 64
-(and batch 1 on the first sentences), with and without --quantize, --early-stop and
---shortlist, in interleaved rounds, with the median and the spread; each setting's speed-up
+(and batch 1 on the first sentences), in float32, int8 (--quantize) and bfloat16 (--bf16,
+where the CPU has AMX or AVX-512 BF16), with and without --early-stop and --shortlist, in interleaved rounds, with the median and the spread; each setting's speed-up
 over the float run of the same search and batch, per round and measured in the same run; the
 one-sentence latency from the shell beside a bare `python -c "import torch"` (alternating);
 and streaming: the line count and peak memory for 2,000 and 200,000 copies of one line, and
@@ -85,17 +85,34 @@ def line_count(path: Path) -> int:
         return sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b""))
 
 
-def _name(beam: int, batch: int, quantize: bool, early: bool, shortlist: bool) -> str:
-    name = f"beam{beam}-bs{batch}{'-int8' if quantize else ''}{'-early' if early else ''}"
-    return name + ("-shortlist" if shortlist else "")
+FLOAT = "fp32"
+PRECISION_FLAGS = {FLOAT: [], "int8": ["--quantize"], "bf16": ["--bf16"]}
 
 
-GRID = [  # (beam, batch, quantize, early stop, shortlist); the float rows come first
-    *((b, 64, q, False, False) for b in (1, 5) for q in (False, True)),
-    *((5, 64, q, True, False) for q in (False, True)),  # the peers' stopping rule
-    *((b, 64, q, False, True) for b in (5, 1) for q in (False, True)),  # --shortlist
-    *((b, 1, q, False, False) for b in (1, 5) for q in (False, True)),  # batch 1: a subset
-]
+def _name(beam: int, batch: int, precision: str, early: bool, shortlist: bool) -> str:
+    kind = "" if precision == FLOAT else f"-{precision}"
+    return f"beam{beam}-bs{batch}{kind}{'-early' if early else ''}" + (
+        "-shortlist" if shortlist else ""
+    )
+
+
+def grid(precisions: tuple[str, ...]) -> list[tuple]:
+    """(beam, batch, precision, early stop, shortlist) of every setting; the float rows first."""
+    return [
+        *((b, 64, p, False, False) for b in (1, 5) for p in precisions),
+        *((5, 64, p, True, False) for p in precisions),  # the peers' stopping rule
+        *((b, 64, p, False, True) for b in (5, 1) for p in precisions),  # --shortlist
+        *((b, 1, p, False, False) for b in (1, 5) for p in precisions),  # batch 1: a subset
+    ]
+
+
+def precisions() -> tuple[str, ...]:
+    """float32 and int8 everywhere; bfloat16 where this CPU runs it natively (`nmt translate
+    --bf16` refuses elsewhere)."""
+    import torch
+
+    native = torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported()
+    return (FLOAT, "int8", "bf16") if native else (FLOAT, "int8")
 
 
 def _spread(values: list[float]) -> list[float]:
@@ -104,13 +121,13 @@ def _spread(values: list[float]) -> list[float]:
 
 
 def _row(setting: tuple, inputs: dict, command: str, signature: str) -> dict:
-    beam, batch, quantize, early, shortlist = setting
+    beam, batch, precision, early, shortlist = setting
     return {
         "search": "greedy" if beam == 1 else f"beam {beam}",
         "early_stop": early,
         "shortlist": shortlist,
         "batch_size": batch,
-        "quantized": quantize,
+        "precision": precision,
         "sentences": inputs[batch][2],
         "signature": signature,
         "max_rss_mib": 0,
@@ -124,13 +141,13 @@ def speed_grid(args, inputs: dict) -> dict[str, dict]:
     meets every setting alike. `inputs` maps a batch size to (source, reference, sentences)."""
     rows: dict[str, dict] = {}
     for round_ in range(args.rounds):
-        for setting in GRID:
-            beam, batch, quantize, early, shortlist = setting
+        for setting in grid(args.precisions):
+            beam, batch, precision, early, shortlist = setting
             name = _name(*setting)
             src, ref, sentences = inputs[batch]
             out = args.work / f"{name}.txt"
             cmd = [OUR_NMT, "translate", "-m", args.model, "-i", src, "--beam", beam]
-            cmd += ["--batch-size", batch, *(["--quantize"] if quantize else [])]
+            cmd += ["--batch-size", batch, *PRECISION_FLAGS[precision]]
             cmd += ["--early-stop"] if early else []
             cmd += ["--shortlist"] if shortlist else []
             log = args.work / "logs" / f"{name}.log"
@@ -147,7 +164,8 @@ def speed_grid(args, inputs: dict) -> dict[str, dict]:
             row["sents_per_s"] = round(sentences / row["seconds"], 1)
             print(json.dumps({name: row}), file=sys.stderr, flush=True)
     for row in rows.values():
-        base = rows[_name(1 if row["search"] == "greedy" else 5, row["batch_size"], *[False] * 3)]
+        search = 1 if row["search"] == "greedy" else 5
+        base = rows[_name(search, row["batch_size"], FLOAT, False, False)]
         per_round = [b / s for s, b in zip(row["runs_s"], base["runs_s"], strict=True)]
         row["speedup"] = [round(base["seconds"] / row["seconds"], 3), *_spread(per_round)[1:]]
         row["bleu_delta"] = round(row["bleu"] - base["bleu"], 2)
@@ -239,6 +257,12 @@ def ensure_shortlist(model: Path, work: Path) -> None:
     procs.check(procs.run([OUR_NMT, "shortlist", data, model], log), "shortlist", log)
 
 
+def _precision(row: dict) -> str:
+    if "precision" not in row:  # results written before bfloat16 had rows
+        return "int8" if row["quantized"] else FLOAT
+    return row["precision"]
+
+
 def _spread_text(values: list[float], unit: str = "") -> str:
     """`median (min–max)` from [median, min, max]."""
     return f"{values[0]:.2f}{unit} ({values[1]:.2f}–{values[2]:.2f})"
@@ -246,7 +270,7 @@ def _spread_text(values: list[float], unit: str = "") -> str:
 
 def _grid_table(rows: dict[str, dict]) -> list[str]:
     lines = [
-        "| search | batch | int8 | sentences | sent/s, median (min–max) | × the float run, "
+        "| search | batch | precision | sentences | sent/s, median (min–max) | × the float run, "
         "median (min–max of rounds) | BLEU | BLEU − float | seconds, every round | peak RSS MiB |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -254,7 +278,7 @@ def _grid_table(rows: dict[str, dict]) -> list[str]:
         low, high = row["sents_per_s_spread"]
         lines.append(
             f"| {row['search']}{_flags(row)} | {row['batch_size']} | "
-            f"{'yes' if row['quantized'] else 'no'} | {row['sentences']:,} | "
+            f"{_precision(row)} | {row['sentences']:,} | "
             f"{row['sents_per_s']} ({low}–{high}) | {_spread_text(row['speedup'], '×')} | "
             f"{row['bleu']:.2f} | {row['bleu_delta']:+.2f} | "
             f"{', '.join(str(s) for s in row['runs_s'])} | {row['max_rss_mib']} |"
@@ -368,6 +392,7 @@ def main() -> int:
         "batch1_sentences": inputs[1][2],
     }
     ensure_shortlist(args.model, args.work)
+    args.precisions = precisions()
     results["rows"] = speed_grid(args, inputs)
     with open(inputs[64][0], encoding="utf-8") as src:
         results["latency"] = latency(args, src.readline().rstrip("\n"))

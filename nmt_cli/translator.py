@@ -115,6 +115,7 @@ class Translator:
         threads: int = 0,
         shortlist: bool = False,
         partners: Sequence[Path] = (),
+        bf16: bool = False,
     ) -> Translator:
         """Load a model directory; with `partners`, an ensemble of it and those (same target
         vocabulary), each reading the source with its own tokenizer."""
@@ -125,7 +126,9 @@ class Translator:
                 "--shortlist works with one model only: drop --shortlist or give one -m"
             )
 
-        loaded = checkpoint.load_model(model_dir, device, quantize=quantize, threads=threads)
+        loaded = checkpoint.load_model(
+            model_dir, device, quantize=quantize, threads=threads, bf16=bf16
+        )
         model_dir, config = loaded.model_dir, loaded.config
         src_tok = Tokenizer(model_dir / checkpoint.SRC_SPM)
         tgt_tok = Tokenizer(model_dir / checkpoint.TGT_SPM)
@@ -149,7 +152,7 @@ class Translator:
             translator.output = OutputLayer.of(loaded.model.generator)
         for other in partners:
             _check_same_target(model_dir, Path(other))
-            translator.partners.append(cls.load(other, device, quantize, threads))
+            translator.partners.append(cls.load(other, device, quantize, threads, bf16=bf16))
         return translator
 
     def check(self, options: SearchOptions) -> SearchOptions:

@@ -14,6 +14,7 @@ from nmt_cli.cli.boundary import command_boundary
 from nmt_cli.cli.options import (
     batch_size_option,
     beam_option,
+    bf16_option,
     check_device_options,
     device_option,
     given,
@@ -60,6 +61,7 @@ def evaluate(
     ),
     beam: int = beam_option(help="With -m: beam size (1 = greedy)."),
     batch_size: int = batch_size_option(help="With -m: sentences per batch."),
+    bf16: bool = bf16_option(),
     device: str = device_option(),
     threads: int = threads_option(),
 ) -> None:
@@ -94,7 +96,9 @@ def evaluate(
 
         search = SearchOptions(beam_size=beam, batch_size=batch_size).check()
         check_device_options(device, threads)
-        translator = Translator.load(model[0], device, threads=threads, partners=model[1:])
+        translator = Translator.load(
+            model[0], device, threads=threads, partners=model[1:], bf16=bf16
+        )
         hyps = _translate(translator, texts["src"], search, save_hyp)
         name_a = str(save_hyp or f"{' + '.join(map(str, model))} on {src}")
     sources = texts["src"] if with_length else None

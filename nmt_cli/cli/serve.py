@@ -11,10 +11,12 @@ import typer
 from nmt_cli.cli.boundary import command_boundary
 from nmt_cli.cli.options import (
     beam_option,
+    bf16_option,
     check_device_options,
     device_option,
     in_panel,
     model_option,
+    quantize_option,
     threads_option,
 )
 
@@ -41,7 +43,8 @@ def serve(
         "When idle, start once no request came for this many ms (8 times that after the first).",
         "--window-ms",
     ),
-    quantize: bool = typer.Option(False, "--quantize", help="int8 dynamic quantization (CPU)."),
+    quantize: bool = quantize_option(),
+    bf16: bool = bf16_option(),
     workers: int = typer.Option(
         0,
         "--workers",
@@ -72,7 +75,7 @@ def serve(
     host = host.removeprefix("[").removesuffix("]")  # [::1], as URLs write IPv6 addresses
     listening = _listen(host, port)  # held until uvicorn serves on it: no one takes it
     port = listening.getsockname()[1]  # --port 0: the free port the system picked
-    spec = ModelSpec(tuple(model), device, quantize, threads)
+    spec = ModelSpec(tuple(model), device, quantize, threads, bf16)
 
     def say(message: str) -> None:  # also from the pool's threads, when a process is replaced
         stderr_console().print(f"nmt: {message}", markup=False)

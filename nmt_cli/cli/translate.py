@@ -8,11 +8,13 @@ from nmt_cli.cli.boundary import command_boundary
 from nmt_cli.cli.options import (
     batch_size_option,
     beam_option,
+    bf16_option,
     check_device_options,
     device_option,
     in_panel,
     model_option,
     option,
+    quantize_option,
     threads_option,
 )
 
@@ -50,7 +52,8 @@ def translate(
         False, "One JSON object per line with score, pieces, attention.", "--json"
     ),
     on_invalid: str = _output("error", "Invalid UTF-8 input: error (with line number) or replace."),
-    quantize: bool = option(False, "int8 dynamic quantization (CPU).", "--quantize"),
+    quantize: bool = quantize_option(),
+    bf16: bool = bf16_option(),
     shortlist: bool = option(
         False,
         "Score only the target pieces likely for each sentence's source pieces (the "
@@ -92,7 +95,7 @@ def translate(
     check_device_options(device, threads)
     first, *partners = model
     translator = Translator.load(
-        first, device, quantize, threads, shortlist=shortlist, partners=partners
+        first, device, quantize, threads, shortlist=shortlist, partners=partners, bf16=bf16
     )
     translator.check(options)
     typed = input is None and sys.stdin.isatty()

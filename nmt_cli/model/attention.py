@@ -35,8 +35,10 @@ class Attention(nn.Module, abc.ABC):
         """Context (B, T, M) and weights (B, T, S) for queries (B, T, D); mask (B, S) is True on real tokens."""
         scores = self.score(query, keys)  # (B, T, S)
         scores = scores.masked_fill(~mask.unsqueeze(1), float("-inf"))
-        weights = torch.softmax(scores, dim=-1)
-        context = torch.bmm(weights, memory)  # (B, T, M)
+        # In float32 even for a bfloat16 model (`--bf16`): weights that sum to 1, as alignments
+        # read them (for a float32 model both conversions return their tensor itself).
+        weights = torch.softmax(scores.float(), dim=-1)
+        context = torch.bmm(weights.to(memory.dtype), memory)  # (B, T, M)
         return context, weights
 
 

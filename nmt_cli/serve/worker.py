@@ -146,6 +146,7 @@ class ModelSpec:
     device: str = "auto"
     quantize: bool = False
     threads: int = 0
+    bf16: bool = False
 
 
 class WorkerProcess:
@@ -550,7 +551,7 @@ def _work(conn, spec: ModelSpec, window: float, max_lines: int, share=None) -> N
     try:
         first, *partners = spec.models
         translator = Translator.load(
-            first, spec.device, spec.quantize, spec.threads, partners=partners
+            first, spec.device, spec.quantize, spec.threads, partners=partners, bf16=spec.bf16
         )
         pace = None
         if share is not None:
