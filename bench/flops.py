@@ -17,7 +17,8 @@ MATMUL_SCRIPT = """
 import statistics, sys, time, torch
 torch.set_num_threads(int(sys.argv[1]))
 n = 2048
-a, b = torch.randn(n, n), torch.randn(n, n)
+dtype = getattr(torch, sys.argv[2]) if len(sys.argv) > 2 else torch.float32
+a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
 for _ in range(3):
     a @ b
 times = []
@@ -81,9 +82,10 @@ ARCHS = {
 }
 
 
-def matmul_gflops(threads: int = 2) -> float:
-    """The fp32 matmul rate of this CPU with torch in our .venv, in GFLOP/s."""
-    out = procs.capture([OUR_PYTHON, "-c", MATMUL_SCRIPT, str(threads)])
+def matmul_gflops(threads: int = 2, dtype: str = "float32") -> float:
+    """The matmul rate of this CPU with torch in our .venv, in GFLOP/s (fp32 unless `dtype`
+    names another torch dtype, e.g. bfloat16)."""
+    out = procs.capture([OUR_PYTHON, "-c", MATMUL_SCRIPT, str(threads), dtype])
     if not out:
         raise RuntimeError("the matmul measurement failed")
     return float(out)

@@ -8,10 +8,14 @@ from dataclasses import dataclass
 from metrics import (
     BEAM,
     BEAM_BATCH1,
+    BEAM_BATCH1_BF16,
+    BEAM_BF16,
     BEAM_EARLY,
     BEAM_INT8,
+    BEAM_SHORTLIST_BF16,
     BEAM_SHORTLIST_INT8,
     GREEDY,
+    GREEDY_BF16,
     GREEDY_INT8,
     LATENCY,
     OURS,
@@ -138,10 +142,16 @@ def goals(results: BenchResults) -> list[Goal]:
                 ("beam 5", "--early-stop", BEAM_EARLY, BEAM),
                 ("beam 5", "--shortlist --quantize", BEAM_SHORTLIST_INT8, BEAM),
                 ("greedy", "--quantize", GREEDY_INT8, GREEDY),
+                ("beam 5", "--bf16", BEAM_BF16, BEAM),
+                ("beam 5", "--shortlist --bf16", BEAM_SHORTLIST_BF16, BEAM),
+                ("greedy", "--bf16", GREEDY_BF16, GREEDY),
             ):
                 if metric.value(results, system) is not None:
                     label = f"{search} {flag} batch 64 sents/s {two} (its {search})"
                     found.append(_speed_goal(results, label, metric, system, 2, base))
+            if BEAM_BATCH1_BF16.value(results, system) is not None:
+                label = f"beam 5 --bf16 batch 1 sents/s {two} at batch 1 (its beam 5)"
+                found.append(_speed_goal(results, label, BEAM_BATCH1_BF16, system, 2, BEAM_BATCH1))
             found.append(_latency_goal(results, system))
         found.append(_rss_goal(results, system))
     return found

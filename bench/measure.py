@@ -54,6 +54,7 @@ class TranslationResult:
     returncode: int
     command: str
     runs_s: list[float] = field(default_factory=list)  # wall time of each interleaved round
+    bf16: bool = False  # ours with --bf16
 
     def rounds_sents_per_s(self) -> list[float]:
         """Sentences per second in each round, in round order."""
@@ -140,15 +141,16 @@ def translate(
     early_stop: bool = False,
     shortlist: bool = False,
     batch: int = 64,
+    bf16: bool = False,
 ) -> TranslationResult:
     """Translate the test set once, timed, and score it against the raw reference."""
     search = ("greedy" if beam == 1 else f"beam{beam}") + ("-early" if early_stop else "")
     search += "-shortlist" if shortlist else ""
-    name = f"{tag}-{system.name}-{search}{'-int8' if quantize else ''}"
+    name = f"{tag}-{system.name}-{search}{'-int8' if quantize else ''}{'-bf16' if bf16 else ''}"
     name += f"-batch{batch}" if batch != 64 else ""
     out = layout.outputs / f"{name}.txt"
     cmd = systems.translate_command(
-        layout, system, model, beam, test, out, quantize, early_stop, shortlist, batch
+        layout, system, model, beam, test, out, quantize, early_stop, shortlist, batch, bf16
     )
     log = layout.log(f"{tag}-translate-{system.name}")
     result = _run(cmd, log, budget_s=TRANSLATE_LIMIT_S, grace_s=30.0)
@@ -172,6 +174,7 @@ def translate(
         bleu_signature=signature,
         returncode=returncode,
         command=result.command,
+        bf16=bf16,
     )
 
 

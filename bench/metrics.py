@@ -41,6 +41,7 @@ class BenchResults:
     total_s: float = 0.0
     matmul_gflops_end: float | None = None  # the same measurement after the last step
     roofline: dict = field(default_factory=dict)  # profile_report.roofline of our nmt model
+    bf16_matmul_gflops: float | None = None  # where the CPU has native bfloat16 (--bf16 rows)
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,12 @@ def training(results: BenchResults, system: str) -> TrainingResult | None:
 
 
 def _translation(
-    results: BenchResults, system: str, search: str, quantized: bool = False, batch: int = 64
+    results: BenchResults,
+    system: str,
+    search: str,
+    quantized: bool = False,
+    batch: int = 64,
+    bf16: bool = False,
 ):
     return next(
         (
@@ -76,6 +82,7 @@ def _translation(
             and t.search == search
             and t.quantized == quantized
             and t.batch_size == batch
+            and t.bf16 == bf16
             and t.returncode == 0
         ),
         None,
@@ -97,19 +104,21 @@ def _tokens_per_update(results: BenchResults, system: str) -> float | None:
     return run.throughput.tokens_per_step if run and run.throughput else None
 
 
-def _speed(label: str, search: str, quantized: bool = False, batch: int = 64) -> Metric:
+def _speed(
+    label: str, search: str, quantized: bool = False, batch: int = 64, bf16: bool = False
+) -> Metric:
     """Sentences/s of the translation rows with that search: the median over the rounds."""
 
     def value(results: BenchResults, system: str) -> float | None:
-        run = _translation(results, system, search, quantized, batch)
+        run = _translation(results, system, search, quantized, batch, bf16)
         return run.sents_per_s if run else None
 
     def rounds(results: BenchResults, system: str) -> list[float]:
-        run = _translation(results, system, search, quantized, batch)
+        run = _translation(results, system, search, quantized, batch, bf16)
         return run.rounds_sents_per_s() if run else []
 
     def bleu(results: BenchResults, system: str) -> float | None:
-        run = _translation(results, system, search, quantized, batch)
+        run = _translation(results, system, search, quantized, batch, bf16)
         return run.bleu if run else None
 
     return Metric(label, value, digits=1, rounds=rounds, bleu=bleu, paired=True)
@@ -187,6 +196,14 @@ BEAM_SHORTLIST = _speed("… with --shortlist, beam 5: sentences/s", "beam5-shor
 BEAM_SHORTLIST_INT8 = _speed(
     "… with --shortlist --quantize, beam 5: sentences/s", "beam5-shortlist", True
 )
+GREEDY_BF16 = _speed("… with --bf16, greedy: sentences/s", "greedy", bf16=True)
+BEAM_BF16 = _speed("… with --bf16, beam 5: sentences/s", "beam5", bf16=True)
+BEAM_BATCH1_BF16 = _speed(
+    "… with --bf16, beam 5, batch 1: sentences/s", "beam5", batch=1, bf16=True
+)
+BEAM_SHORTLIST_BF16 = _speed(
+    "… with --shortlist --bf16, beam 5: sentences/s", "beam5-shortlist", bf16=True
+)
 LATENCY = Metric(
     "one sentence from the shell, beam 5: s", _latency, False, digits=2, rounds=_latency_rounds,
     paired=True,
@@ -215,6 +232,10 @@ METRICS = [
     BEAM_EARLY_INT8,
     BEAM_SHORTLIST,
     BEAM_SHORTLIST_INT8,
+    GREEDY_BF16,
+    BEAM_BF16,
+    BEAM_BATCH1_BF16,
+    BEAM_SHORTLIST_BF16,
     Metric("translation, beam 5: words per output (informative)", _words_per_output, digits=1),
     Metric("translation, beam 5: output words/s (informative, no goal)", _output_words_rate),
     Metric(

@@ -58,6 +58,8 @@ def _main_table(results: BenchResults) -> list[str]:
     head = ["metric", *(SYSTEMS[s].label for s in systems), *(f"{s} ÷ better peer" for s in ours)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for metric in METRICS:
+        if all(metric.value(results, s) is None for s in systems):
+            continue  # e.g. --bf16 on a CPU without native bfloat16: never run
         peer = better_peer(results, metric)
         cells = [_cell(results, metric, s) for s in systems]
         ratios = [_ratio_text(peer and paired_ratios(results, metric, s, peer)) for s in ours]
@@ -148,6 +150,15 @@ def _roofline(results: BenchResults) -> list[str]:
     return [*lines, ""] if shown else []
 
 
+def _bf16_rate(results: BenchResults) -> list[str]:
+    if results.bf16_matmul_gflops is None:
+        return []
+    return [
+        f"- Its bfloat16 matmul rate (the same product in bfloat16, at the start; the `--bf16` "
+        f"rows): {_fmt(results.bf16_matmul_gflops, 1)} GFLOP/s"
+    ]
+
+
 def _header(results: BenchResults) -> list[str]:
     m = results.machine
     versions = ", ".join(f"{k} {v}" for k, v in results.versions.items())
@@ -164,13 +175,14 @@ def _header(results: BenchResults) -> list[str]:
         f"- Date: {m.date_utc}; whole run {results.total_s / 60:.1f} min",
         f"- Machine: {m.nproc} cores ({m.cpu_model}), {m.mem_gib} GiB RAM, Python {m.python}",
         f"- This machine's fp32 matmul rate in this run ({results.matmul_command}): {rates}",
+        *_bf16_rate(results),
         f"- Versions: {versions}",
         f"- Options: `{json.dumps(results.options)}`",
         "",
         "A speed goal against a peer is judged on the medians of interleaved rounds and passes "
         f"only at matched quality: ours at most {BLEU_TOLERANCE} BLEU below the peer it is "
         "compared with (the minutes-trained models differ in quality, so this decides many "
-        "verdicts), and for a speed-up (--quantize, --early-stop, --shortlist) also at most "
+        "verdicts), and for a speed-up (--quantize, --bf16, --early-stop, --shortlist) also at most "
         f"{BLEU_TOLERANCE} below our own search without it. A training-rate goal is judged "
         "only when the measured target tokens per "
         f"update match within {TOKENS_PER_UPDATE_TOLERANCE:.0%}.",

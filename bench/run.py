@@ -31,6 +31,8 @@ from layout import BENCH_DIR, DEFAULT_DATA, Layout
 from steps import Recorder
 from systems import SYSTEMS
 
+from nmt_cli.device import native_bf16
+
 ALL_SYSTEMS = ",".join(SYSTEMS)
 
 
@@ -124,6 +126,8 @@ class Bench:
             r.versions = machine.versions(self.layout, peers)
         with self.rec.step("matmul rate"):
             r.matmul_gflops = flops.matmul_gflops()
+            if native_bf16():
+                r.bf16_matmul_gflops = flops.matmul_gflops(dtype="bfloat16")
 
     def train_all(self) -> None:
         """Throughput runs, one system after the other; keeps the checkpoints they leave."""
@@ -142,22 +146,26 @@ class Bench:
                 self.models[name] = systems.checkpoint(system, self.layout.models / f"speed-{name}")
 
     def translation_jobs(self) -> list[tuple]:
-        """(system, model, beam, quantize, early stop, shortlist, batch) of every translation
-        row: greedy and beam 5 at batch 64 and beam 5 at batch 1 for every trained system; ours
-        also with --quantize, nmt also at beam 5 with --early-stop (the stopping rule the peers
-        use) and with --shortlist."""
+        """(system, model, beam, quantize, early stop, shortlist, batch, bf16) of every
+        translation row: greedy and beam 5 at batch 64 and beam 5 at batch 1 for every trained
+        system; ours also with --quantize, nmt also at beam 5 with --early-stop (the stopping
+        rule the peers use) and with --shortlist, and, where the CPU runs bfloat16 natively,
+        with --bf16 (greedy and beam 5, batch 64 and 1, and with --shortlist)."""
         jobs = []
         for name, model in self.models.items():
             system = SYSTEMS[name]
             if system.train_only:
                 continue
-            runs = [(beam, False, False, False, 64) for beam in (1, 5)]
-            runs.append((5, False, False, False, 1))
+            runs = [(beam, False, False, False, 64, False) for beam in (1, 5)]
+            runs.append((5, False, False, False, 1, False))
             if system.ours:
-                runs += [(1, True, False, False, 64), (5, True, False, False, 64)]
+                runs += [(1, True, False, False, 64, False), (5, True, False, False, 64, False)]
             if name == "nmt":
-                runs += [(5, False, True, False, 64), (5, True, True, False, 64)]
-                runs += [(5, False, False, True, 64), (5, True, False, True, 64)]
+                runs += [(5, False, True, False, 64, False), (5, True, True, False, 64, False)]
+                runs += [(5, False, False, True, 64, False), (5, True, False, True, 64, False)]
+                if native_bf16():
+                    runs += [(beam, False, False, False, 64, True) for beam in (1, 5)]
+                    runs += [(5, False, False, False, 1, True), (5, False, False, True, 64, True)]
             jobs += [(system, model, *run) for run in runs]
         return jobs
 
@@ -168,11 +176,13 @@ class Bench:
         done: list[list[measure.TranslationResult]] = [[] for _ in jobs]
         tests = {64: test, 1: dataset.head(test, metrics.BATCH1_SENTENCES, self.layout)}
         for round_ in range(self.args.rounds):
-            for index, (system, model, beam, quantize, early, shortlist, batch) in enumerate(jobs):
+            for index, job in enumerate(jobs):
+                system, model, beam, quantize, early, shortlist, batch, bf16 = job
                 if any(run.returncode != 0 for run in done[index]):
                     continue
                 label = f"translate {system.name} beam {beam}{' int8' if quantize else ''}"
                 label += (" early-stop" if early else "") + (" shortlist" if shortlist else "")
+                label += " bf16" if bf16 else ""
                 label += f" batch {batch}" if batch != 64 else ""
                 with self.rec.step(f"{label}, round {round_ + 1}"):
                     run = measure.translate(
@@ -185,6 +195,7 @@ class Bench:
                         early_stop=early,
                         shortlist=shortlist,
                         batch=batch,
+                        bf16=bf16,
                     )
                     done[index].append(run)
                     if round_ == 0:

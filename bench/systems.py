@@ -162,6 +162,7 @@ def translate_command(
     early_stop: bool = False,
     shortlist: bool = False,
     batch: int = 64,
+    bf16: bool = False,
 ) -> Command:
     """Translate the test set with `batch` sentences a batch and beam `beam` (1 = greedy)."""
     if system.ours:
@@ -170,6 +171,7 @@ def translate_command(
         argv += ["--batch-size", str(batch), *(["--quantize"] if quantize else [])]
         argv += ["--early-stop"] if early_stop else []
         argv += ["--shortlist"] if shortlist else []
+        argv += ["--bf16"] if bf16 else []
         return Command(argv, stdout=out, output=out)
     if system.kind == "onmt":
         return Command(

@@ -109,10 +109,9 @@ def grid(precisions: tuple[str, ...]) -> list[tuple]:
 def precisions() -> tuple[str, ...]:
     """float32 and int8 everywhere; bfloat16 where this CPU runs it natively (`nmt translate
     --bf16` refuses elsewhere)."""
-    import torch
+    from nmt_cli.device import native_bf16
 
-    native = torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported()
-    return (FLOAT, "int8", "bf16") if native else (FLOAT, "int8")
+    return (FLOAT, "int8", "bf16") if native_bf16() else (FLOAT, "int8")
 
 
 def _spread(values: list[float]) -> list[float]:

@@ -308,18 +308,14 @@ def to_bf16(model: Seq2Seq, device: torch.device) -> Seq2Seq:
     fast as a float32 one; without AMX or AVX-512 BF16, torch emulates it, slower than float32,
     and this refuses. Translations may differ from float32's in a few sentences.
     """
-    if device.type == "cpu" and not _cpu_has_bf16():
+    from nmt_cli.device import native_bf16
+
+    if device.type == "cpu" and not native_bf16():
         raise ConfigError(
             "--bf16 needs a CPU with AMX or AVX-512 BF16 (without them bfloat16 runs slower "
             "than float32): drop --bf16"
         )
     return model.to(torch.bfloat16)
-
-
-def _cpu_has_bf16() -> bool:
-    cpu = torch.cpu
-    checks = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")
-    return any(getattr(cpu, name, lambda: False)() for name in checks)
 
 
 def _plain_gru(gru: torch.nn.GRU) -> torch.nn.GRU:

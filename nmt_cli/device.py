@@ -62,3 +62,12 @@ def available_cores() -> int:
     if hasattr(os, "sched_getaffinity"):
         return max(1, len(os.sched_getaffinity(0)))
     return os.cpu_count() or 1
+
+
+def native_bf16() -> bool:
+    """Whether this CPU computes bfloat16 in hardware (AMX or AVX-512 BF16); elsewhere torch
+    emulates it, slower than float32."""
+    import torch
+
+    checks = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")  # torch 2.x, private
+    return any(getattr(torch.cpu, name, lambda: False)() for name in checks)

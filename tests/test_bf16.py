@@ -9,11 +9,11 @@ import pytest
 import torch
 from cli_runner import invoke
 
-from nmt_cli import checkpoint
+from nmt_cli import device
 from nmt_cli.specials import BOS_ID
 from nmt_cli.translator import Translator
 
-NATIVE = checkpoint._cpu_has_bf16()
+NATIVE = device.native_bf16()
 needs_bf16 = pytest.mark.skipif(not NATIVE, reason="this CPU has neither AMX nor AVX-512 BF16")
 LINES = ["apple river", "", "green bird sun", "stone"]
 
@@ -60,7 +60,7 @@ def test_bf16_translate_json_and_align_keep_every_line(toy_model_dir):
 
 
 def test_bf16_is_refused_where_the_cpu_would_emulate_it(toy_model_dir, monkeypatch):
-    monkeypatch.setattr(checkpoint, "_cpu_has_bf16", lambda: False)
+    monkeypatch.setattr(device, "native_bf16", lambda: False)
     result = invoke("translate", "-m", toy_model_dir, "--bf16", "--device", "cpu", input="a\n")
     assert result.exit_code == 2
     assert "--bf16 needs a CPU with AMX or AVX-512 BF16" in result.stderr
