@@ -315,6 +315,8 @@ def to_bf16(model: Seq2Seq, device: torch.device) -> Seq2Seq:
             "--bf16 needs a CPU with AMX or AVX-512 BF16 (without them bfloat16 runs slower "
             "than float32): drop --bf16"
         )
+    if device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise ConfigError(f"--bf16: {device} has no bfloat16 support: drop --bf16")
     return model.to(torch.bfloat16)
 
 

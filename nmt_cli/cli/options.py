@@ -23,8 +23,9 @@ BEAM_HELP = "Beam size (1 = greedy)."
 BATCH_SIZE_HELP = "Sentences per batch."
 QUANTIZE_HELP = "int8 dynamic quantization (CPU)."
 BF16_HELP = (
-    "bfloat16 weights and products: on CPUs with AMX (Intel Xeon 4th generation and later) "
-    "several times as fast; a few translations may differ from float32's."
+    "bfloat16 weights and products, for CPUs with AMX or AVX-512 BF16 (Intel Xeon 4th "
+    "generation and later) and GPUs: faster beam search over large batches; a few "
+    "translations may differ from float32's."
 )
 
 
