@@ -222,7 +222,7 @@ class _FakeTranslator:
         self.table = table
 
     @classmethod
-    def load(cls, model_dir, device="auto", threads=0, partners=()):
+    def load(cls, model_dir, device="auto", threads=0, partners=(), bf16=False):
         sources = Path(SRC).read_text(encoding="utf-8").splitlines()
         targets = Path(REF).read_text(encoding="utf-8").splitlines()
         return cls(dict(zip(sources, targets, strict=True)))
