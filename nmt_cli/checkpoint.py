@@ -301,8 +301,8 @@ def quantize_model(model: Seq2Seq) -> Seq2Seq:
 
 def to_bf16(model: Seq2Seq, device: torch.device) -> Seq2Seq:
     """The model in bfloat16 for inference: weights, matrix products and recurrent states (8
-    significant bits instead of float32's 24); the output layer's logits, the log-softmax, the
-    search's scores and the attention weights it returns stay float32.
+    significant bits instead of float32's 24). The output layer's logits are turned into float32
+    before the log-softmax, and the search's scores and the attention weights stay float32.
 
     On CPUs with AMX (Intel Sapphire Rapids and later) a bfloat16 product runs several times as
     fast as a float32 one; without AMX or AVX-512 BF16, torch emulates it, slower than float32,
