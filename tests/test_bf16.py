@@ -8,9 +8,9 @@ import json
 import pytest
 import torch
 from cli_runner import invoke
+from test_quantize import probs_after_three_steps
 
 from nmt_cli import device
-from nmt_cli.specials import BOS_ID
 from nmt_cli.translator import Translator
 
 NATIVE = device.native_bf16()
@@ -19,22 +19,16 @@ LINES = ["apple river", "", "green bird sun", "stone"]
 
 
 @needs_bf16
-@torch.inference_mode()
 def test_a_bf16_model_scores_like_the_float_one_in_float32(toy_model_dir):
     exact = Translator.load(toy_model_dir, device="cpu")
     half = Translator.load(toy_model_dir, device="cpu", bf16=True)
     assert {p.dtype for p in half.model.parameters()} == {torch.bfloat16}
     assert {p.dtype for p in exact.model.parameters()} == {torch.float32}  # not converted
-    src = torch.tensor([[5, 9, 12, 7, 3], [6, 11, 3, 0, 0]])
-    lengths = torch.tensor([5, 3])
-    inputs = [torch.full((2,), BOS_ID), torch.tensor([5, 9]), torch.tensor([12, 7])]
     probs = []
     for translator in (exact, half):
-        state = translator.model.encode(src, lengths)
-        for prev in inputs:
-            log_probs, state, weights = translator.model.step_log_probs(prev, state)
-            assert log_probs.dtype == weights.dtype == torch.float32  # what search sums
-        probs.append(log_probs.exp())
+        step_probs, dtypes = probs_after_three_steps(translator.model)
+        assert dtypes == {torch.float32}  # the log-probs search sums, the attention it keeps
+        probs.append(step_probs)
     assert (probs[0] - probs[1]).abs().max() < 0.05
     assert not torch.equal(probs[0], probs[1])  # the products did run in bfloat16
 

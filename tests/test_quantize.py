@@ -39,18 +39,23 @@ def test_quantizing_leaves_the_given_model_as_it_was(toy_model_dir):
 
 
 @torch.inference_mode()
-def test_quantized_model_scores_like_the_float_one(toy_model_dir):
-    exact = Translator.load(toy_model_dir, device="cpu")
-    int8 = Translator.load(toy_model_dir, device="cpu", quantize=True)
+def probs_after_three_steps(model) -> tuple[torch.Tensor, set[torch.dtype]]:
+    """The next-token probabilities of two sentences after three decoder steps, and the
+    dtypes of every step's log-probs and attention weights (what search reads)."""
     src = torch.tensor([[5, 9, 12, 7, 3], [6, 11, 3, 0, 0]])
     lengths = torch.tensor([5, 3])
     inputs = [torch.full((2,), BOS_ID), torch.tensor([5, 9]), torch.tensor([12, 7])]
-    probs = []
-    for translator in (exact, int8):
-        state = translator.model.encode(src, lengths)
-        for prev in inputs:
-            log_probs, state, _ = translator.model.step_log_probs(prev, state)
-        probs.append(log_probs.exp())
+    state, dtypes = model.encode(src, lengths), set()
+    for prev in inputs:
+        log_probs, state, weights = model.step_log_probs(prev, state)
+        dtypes |= {log_probs.dtype, weights.dtype}
+    return log_probs.exp(), dtypes
+
+
+def test_quantized_model_scores_like_the_float_one(toy_model_dir):
+    exact = Translator.load(toy_model_dir, device="cpu")
+    int8 = Translator.load(toy_model_dir, device="cpu", quantize=True)
+    probs = [probs_after_three_steps(t.model)[0] for t in (exact, int8)]
     assert (probs[0] - probs[1]).abs().max() < 0.05
 
 
