@@ -85,6 +85,7 @@ def test_unusable_files_are_named(tmp_path, kind, role):
         (["--by-length", "--src", SRC, "--buckets", "20,10"], "increasing positive"),
         (["--by-length", "--src", SRC, "--buckets", "0,10"], "increasing positive"),
         (["--save-hyp", "out.txt"], "add -m MODEL_DIR"),
+        (["--bf16"], "drop --bf16"),
     ],
     ids=[
         "unknown-metric",
@@ -95,6 +96,7 @@ def test_unusable_files_are_named(tmp_path, kind, role):
         "buckets-decreasing",
         "buckets-zero",
         "save-hyp-without-model",
+        "bf16-without-model",
     ],
 )
 def test_bad_options_give_one_line(args, fragment):

@@ -118,10 +118,23 @@ def test_health_models_and_page(client, toy_model_dir):
     assert client.get("/health").json() == {"status": "ok"}
     models = client.get("/models").json()
     assert models["ensemble"] is False and models["models"][0]["path"] == str(toy_model_dir)
+    assert models["models"][0]["precision"] == "float32"
     page = client.get("/")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
     assert "__PALETTE__" not in page.text and "#440154" in page.text  # the heatmap's dark end
     assert "http://" not in page.text and "https://" not in page.text  # nothing fetched
+
+
+def test_models_says_how_each_model_computes(toy_model_dir):
+    import torch
+
+    from nmt_cli.checkpoint import to_bf16
+    from nmt_cli.serve.worker import describe
+
+    assert describe(Translator.load(toy_model_dir, quantize=True))["precision"] == "int8"
+    halved = Translator.load(toy_model_dir)
+    halved.model = to_bf16(halved.model, torch.device("cpu"))  # what --bf16 loads
+    assert describe(halved)["precision"] == "bfloat16"
 
 
 def test_opennmt_api_puts_the_sources_outer_spaces_back_as_opennmt_py_does(client, expected):

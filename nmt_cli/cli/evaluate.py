@@ -72,7 +72,7 @@ def evaluate(
     with_length = by_length or plot is not None
     model = model or None  # an empty list: no -m
     _check_sources(hyp, model, refs_paths, src, with_length)
-    _check_model_options(model, save_hyp)
+    _check_model_options(model, save_hyp, bf16)
     if save_hyp is not None:
         from nmt_cli.atomic import check_not_above
 
@@ -148,12 +148,14 @@ def _check_sources(
         raise ConfigError("--by-length and --plot measure source sentences: add --src FILE")
 
 
-def _check_model_options(model: list[Path] | None, save_hyp: Path | None) -> None:
+def _check_model_options(model: list[Path] | None, save_hyp: Path | None, bf16: bool) -> None:
     """Raise an NmtError for translation options that cannot work, before any work is done."""
     from nmt_cli.errors import ConfigError, InputError
 
     if model is None and save_hyp is not None:
         raise ConfigError("--save-hyp writes the translations of -m: add -m MODEL_DIR")
+    if model is None and bf16:  # --hyp: nothing is translated, so nothing would change
+        raise ConfigError("--bf16 is how -m translates; --hyp is scored as given: drop --bf16")
     if save_hyp is not None and not save_hyp.parent.is_dir():
         raise InputError(f"cannot write {save_hyp}: the folder {save_hyp.parent} does not exist")
     if save_hyp is not None and save_hyp.is_dir():

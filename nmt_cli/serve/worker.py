@@ -134,7 +134,17 @@ def describe(translator: Translator) -> dict:
         "attention": translator.config.model.attention,
         "src_vocab_size": translator.config.model.src_vocab_size,
         "tgt_vocab_size": translator.config.model.tgt_vocab_size,
+        "precision": _precision(translator.model),
     }
+
+
+def _precision(model) -> str:
+    """How the model computes: "int8" (`--quantize`), "bfloat16" (`--bf16`) or "float32"."""
+    import torch
+
+    if callable(model.generator.weight):  # a dynamically quantized output layer
+        return "int8"
+    return "bfloat16" if model.generator.weight.dtype == torch.bfloat16 else "float32"
 
 
 @dataclass(frozen=True)
