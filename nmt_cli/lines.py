@@ -222,15 +222,17 @@ def _decode(raw: bytes, name: str, number: int, on_invalid: str) -> str:
     except UnicodeDecodeError as exc:
         if on_invalid == "replace":
             return raw.decode("utf-8", errors="replace")
-        hint = "re-encode it as UTF-8, e.g. `iconv -f LATIN1 -t UTF-8`"
+        where = f"{name} line {number} is not valid UTF-8"
         if number == 1 and raw[:2] in _UTF16_BOMS:
-            hint = _UTF16_HINT
-        elif name == "<stdin>":
-            hint += ", or pass --on-invalid replace"
-        raise InputError(
-            f"{name} line {number} is not valid UTF-8 (byte {raw[exc.start]:#04x} at column "
-            f"{exc.start + 1}): {hint}"
+            raise InputError(f"{where}: {_UTF16_HINT}") from None
+        raise InvalidUtf8(
+            f"{where} (byte {raw[exc.start]:#04x} at column {exc.start + 1}): re-encode it as "
+            "UTF-8, e.g. `iconv -f LATIN1 -t UTF-8`"
         ) from None
+
+
+class InvalidUtf8(InputError):
+    """A line that is not UTF-8 (a command with --on-invalid adds it to the fix)."""
 
 
 def _raw_lines(stream: BinaryIO, name: str) -> Iterator[bytes]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from nmt_cli.cli.boundary import command_boundary
@@ -110,8 +111,9 @@ def translate(
         # cannot be read twice: there every line before the bad one is written, then it fails.
         from nmt_cli.lines import read_lines
 
-        for _ in read_lines(input, nul="space", on_invalid=on_invalid):
-            pass
+        with _offering_replace():
+            for _ in read_lines(input, nul="space", on_invalid=on_invalid):
+                pass
     stream, name = open_input(input)
     lines = UntilError(iter_lines(stream, name, on_invalid))
     with_attention = align or json_output
@@ -134,7 +136,20 @@ def translate(
         if number % chunk == 0:
             out.flush()
     out.flush()
-    lines.check()  # an unreadable line fails only after every line before it is written
+    with _offering_replace():
+        lines.check()  # an unreadable line fails only after every line before it is written
+
+
+@contextlib.contextmanager
+def _offering_replace():
+    """An input line that is not UTF-8 is refused with --on-invalid replace as a second fix."""
+    from nmt_cli.errors import InputError
+    from nmt_cli.lines import InvalidUtf8
+
+    try:
+        yield
+    except InvalidUtf8 as exc:
+        raise InputError(f"{exc}, or pass --on-invalid replace") from None
 
 
 def _writer(translator, json_output: bool, align: bool, nbest: int):

@@ -78,6 +78,17 @@ def test_eval_names_the_invalid_utf8_line(tmp_path, pair):
     bad = tmp_path / "bad"
     bad.write_bytes(BAD_LINE_3)
     assert_refused(invoke("eval", "--hyp", bad, "--ref", pair[1]), 2, f"{bad} line 3", "UTF-8")
+    from_stdin = invoke("eval", "--hyp", "-", "--ref", pair[1], input=BAD_LINE_3)
+    assert_refused(from_stdin, 2, "<stdin> line 3", "iconv")
+    assert "--on-invalid" not in from_stdin.stderr  # an option only translate has
+
+
+def test_translate_offers_replacing_for_a_file_too(tmp_path, toy_model_dir):
+    bad = tmp_path / "bad"
+    bad.write_bytes(BAD_LINE_3)
+    result = invoke("translate", "-m", toy_model_dir, "-i", bad)
+    assert_refused(result, 2, f"{bad} line 3", "iconv", "--on-invalid replace")
+    assert result.stdout == ""  # a file is read through before anything is translated
 
 
 def test_align_names_the_invalid_utf8_line_before_printing(tmp_path, pair, toy_model_dir):
