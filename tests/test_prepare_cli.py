@@ -190,9 +190,29 @@ def test_pairs_with_text_on_one_side_only_are_dropped_with_a_warning(tmp_path):
     out = tmp_path / "data"
     result = _prepare("--src", src, "--tgt", tgt, "--vocab-size", 50, "-o", out)
     assert result.exit_code == 0, result.output
-    assert "dropped 1 train pair with text on one side only" in result.stderr
+    assert f"dropped 1 train pair with text on one side only (it is line 101 of {src}" in (
+        " ".join(result.stderr.split())  # the terminal wraps long lines
+    )
     counts = json.loads((out / MANIFEST).read_text())["counts"]["train"]
-    assert counts["empty"] == 2 and counts["one_sided"] == 1
+    assert counts["empty"] == 2 and counts["one_sided"] == 1 and counts["first_one_sided"] == 101
+
+
+def test_the_first_one_sided_pair_is_found_past_the_chunks_cleaned_in_this_process(
+    tmp_path, monkeypatch
+):
+    from nmt_cli.data import splits
+
+    monkeypatch.setattr(splits, "_CHUNK", 40)  # chunks 6 and on go to worker processes
+    pairs = _pairs(600)
+    for stray in (431, 517):  # lines 432 and 518: the 11th and 13th chunks
+        pairs[stray] = (pairs[stray][0], "")
+    src, tgt = _write_pair(tmp_path, "train", pairs)
+    out = tmp_path / "data"
+    result = _prepare("--src", src, "--tgt", tgt, "--vocab-size", 50, "-o", out)
+    assert result.exit_code == 0, result.output
+    counts = json.loads((out / MANIFEST).read_text())["counts"]["train"]
+    assert counts["one_sided"] == 2 and counts["first_one_sided"] == 432
+    assert "(the first is line 432 of" in " ".join(result.stderr.split())
 
 
 def test_a_length_filter_that_drops_a_large_share_is_warned_about(tmp_path):

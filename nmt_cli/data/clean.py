@@ -41,6 +41,7 @@ _CJK_PUNCTUATION = re.compile("[\u3000-\u303f\uff01-\uff0f\uff1a-\uff20\uff3b-\u
 _RICH_CHARSET_CHAR = re.compile(f"[{_UNSPACED}\u1100-\u11ff\u3130-\u318f\uac00-\ud7af]")
 CJK_CHARS_PER_WORD = 1.5
 _COUNTED = ("read", "normalized", "empty", "one_sided", "too_long", "ratio", "duplicate", "kept")
+_FIRST = "first_one_sided"  # not a count: a line number, the first of its chunks that is not 0
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class CleanCounts:
     normalized: int = 0  # pairs that normalisation changed (kept, not dropped)
     empty: int = 0
     one_sided: int = 0  # of the empty ones, those with text on the other side
+    first_one_sided: int = 0  # the corpus line (from 1) of the first of those; 0: none
     too_long: int = 0
     ratio: int = 0
     duplicate: int = 0
@@ -195,7 +197,7 @@ class PairCleaner:
         self._seen = None
         if options is not None and options.dedup:
             self._seen = seen if seen is not None else SeenFingerprints()
-        self._counts = dict.fromkeys(_COUNTED, 0)
+        self._counts = dict.fromkeys((*_COUNTED, _FIRST), 0)
 
     @property
     def counts(self) -> CleanCounts:
@@ -240,8 +242,12 @@ class PairCleaner:
         return src, tgt
 
     def _add_counts(self, counts: dict[str, int]) -> None:
+        first = counts.get(_FIRST, 0)  # the chunk's own line number: after those read so far
+        if first and not self._counts[_FIRST]:
+            self._counts[_FIRST] = self._counts["read"] + first
         for name, count in counts.items():
-            self._counts[name] += count
+            if name != _FIRST:
+                self._counts[name] += count
 
 
 @dataclass(frozen=True)
@@ -281,8 +287,9 @@ def filter_pairs(
     No state: chunks can be filtered in parallel and de-duplicated afterwards, in order.
     """
     counts = dict.fromkeys(("read", "normalized", "empty", "one_sided", "too_long", "ratio"), 0)
+    counts[_FIRST] = 0
     kept = []
-    for raw_src, raw_tgt in pairs:
+    for number, (raw_src, raw_tgt) in enumerate(pairs, start=1):
         src, tgt = normalize(raw_src), normalize(raw_tgt)
         if src != raw_src or tgt != raw_tgt:
             counts["normalized"] += 1
@@ -291,7 +298,9 @@ def filter_pairs(
             kept.append((src, tgt))
         else:
             counts[reason] += 1
-            counts["one_sided"] += reason == "empty" and bool(src or tgt)
+            if reason == "empty" and (src or tgt):
+                counts["one_sided"] += 1
+                counts[_FIRST] = counts[_FIRST] or number
     counts["read"] = len(pairs)
     return kept, counts
 

@@ -162,7 +162,7 @@ def prepare(options: PrepareOptions, progress: OnEvent = ignore) -> PrepareRepor
             warnings=(
                 _same_file_warnings(options)
                 + _language_warnings(options, stage)
-                + _warnings(tokenizers, reports, options.clean)
+                + _warnings(tokenizers, reports, options.clean, options.train.describe())
             ),
             seconds=time.perf_counter() - started,
         )
@@ -446,8 +446,9 @@ def _same_file_warnings(options: PrepareOptions) -> tuple[str, ...]:
 
 def _warnings(
     tokenizers: dict[str, TrainedTokenizer],
-    splits: tuple[SplitReport, ...] = (),
-    clean: CleanOptions | None = None,
+    splits: tuple[SplitReport, ...],
+    clean: CleanOptions | None,
+    corpus: str,
 ) -> tuple[str, ...]:
     """Messages for things that went differently from what was asked, or look like a mistake."""
     found = [
@@ -458,10 +459,13 @@ def _warnings(
     ]
     for split in splits:
         if count := split.counts.one_sided:
+            line = split.counts.first_one_sided
+            first = "it is" if count == 1 else "the first is"
             found.append(
                 f"dropped {count:,} {split.name} pair{'s' if count > 1 else ''} with text on one "
-                "side only: if a file has a stray or a missing line, the sides are out of step "
-                "from there on; compare the files where one side is empty"
+                f"side only ({first} line {line:,} of {corpus}): if a file has a stray or a "
+                "missing line, the sides are out of step from there on; compare the files from "
+                f"there, e.g. `sed -n '{line},{line + 2}p'` on each"
             )
         counts = split.counts
         limits = (
