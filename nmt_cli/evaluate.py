@@ -121,10 +121,16 @@ def check_line_counts(files: Sequence[tuple[str | os.PathLike, Sequence[str]]]) 
     first_name, first_lines = files[0]
     for name, lines in files[1:]:
         if len(lines) != len(first_lines):
-            raise InputError(
-                f"{first_name} has {_lines(len(first_lines))} but {name} has {len(lines):,}: "
+            fix = (
                 "the files must be parallel, one sentence per line in the same order; check "
                 "that they belong together"
+            )
+            longer, more = (name, lines) if len(lines) > len(first_lines) else files[0]
+            blank = len(more) - min(len(lines), len(first_lines))
+            if not any(more[-blank:]):  # the longer one only has empty lines past the other's end
+                fix = f"{longer} ends with {_lines(blank)} left empty: remove {'it' if blank == 1 else 'them'}"
+            raise InputError(
+                f"{first_name} has {_lines(len(first_lines))} but {name} has {len(lines):,}: {fix}"
             )
 
 

@@ -53,6 +53,17 @@ def test_mismatched_line_counts_name_both_files_and_counts(tmp_path):
     _assert_clean_error(result, HYP, "36 lines", str(short_ref), "35")
 
 
+@pytest.mark.parametrize("blank", ["\n", "\n \n"])
+def test_empty_lines_ending_a_file_are_named_as_what_to_remove(tmp_path, blank):
+    padded = tmp_path / "padded.en"
+    padded.write_text(Path(HYP).read_text() + blank)  # an editor's blank line at the end
+    extra = blank.count("\n")
+    for args in (["--hyp", str(padded), "--ref", REF], ["--hyp", REF, "--ref", str(padded)]):
+        result = _eval(*args)
+        _assert_clean_error(result, f"{padded} ends with {extra} line", "left empty: remove")
+    assert "parallel" not in result.stderr  # not the message for files that do not match
+
+
 def test_mismatched_source_is_refused(tmp_path):
     source = tmp_path / "src.de"
     source.write_text("nur eine Zeile\n")
