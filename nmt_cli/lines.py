@@ -110,6 +110,8 @@ def iter_lines(
     Each line is yielded as soon as it has arrived, so a stream (stdin) is never held up."""
     check_on_invalid(on_invalid)
     for number, raw in enumerate(_raw_lines(stream, name), start=1):
+        if number == 1 and not raw.endswith(b"\n") and b"\r" in raw[:-1]:
+            raise _cr_only(name)  # the whole stream, without a newline: lines ended by CR
         yield _line_text(raw.removesuffix(b"\n"), name, number, on_invalid, nul)
 
 
@@ -249,9 +251,12 @@ def _raw_lines(stream: BinaryIO, name: str) -> Iterator[bytes]:
 def _cr_only(name: str) -> InputError:
     """The error for a file whose lines end in CR alone (classic Mac OS): read by the rule
     above, it would be one line."""
+    fix = f"`tr '\\r' '\\n' < {name} > fixed.txt`"
+    if name == "<stdin>":
+        fix = "pipe it through `tr '\\r' '\\n'`"
     return InputError(
         f"{name} ends its lines with a carriage return alone (classic Mac OS), not a newline: "
-        f"convert it, e.g. `tr '\\r' '\\n' < {name} > fixed.txt`"
+        f"convert it, e.g. {fix}"
     )
 
 

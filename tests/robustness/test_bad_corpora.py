@@ -241,6 +241,19 @@ def test_a_file_with_classic_mac_line_ends_is_named_with_the_fix(tmp_path, pair,
     assert result.stdout == "" and not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("command", ["translate", "eval"])
+def test_classic_mac_line_ends_on_stdin_are_refused_too(tmp_path, pair, toy_model_dir, command):
+    argv = {
+        "translate": ["translate", "-m", toy_model_dir, "--beam", "1"],
+        "eval": ["eval", "--hyp", "-", "--ref", pair[1]],
+    }[command]
+    result = invoke(*argv, input="\r".join(SRC).encode() + b"\r")  # else read as one line
+    assert_refused(result, 2, "<stdin>", "carriage return alone", "pipe it through")
+    assert result.stdout == ""
+    one = invoke("translate", "-m", toy_model_dir, "--beam", "1", input=b"two\rwords\n")
+    assert one.exit_code == 0 and one.stdout.count("\n") == 1  # a stray CR inside a line
+
+
 @pytest.mark.parametrize("kind", ["crlf", "bom"])
 def test_translate_output_is_the_same_with_crlf_or_bom(tmp_path, toy_model_dir, kind):
     plain = _write(tmp_path / "plain", SRC)
