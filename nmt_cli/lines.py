@@ -10,6 +10,8 @@ The rule, the same for every file and every command:
   there instead); a UTF-16 file is recognised by its BOM and named as such.
 - **Lines** end at `\\n` and only there, so line numbers are those of `wc -l` and `sed -n`;
   a `\\r` at the end of a line (CRLF) is dropped, and a last line without `\\n` counts.
+  Text without any `\\n` but with a `\\r` before its last byte (classic Mac OS line ends) is
+  refused, from a file or a stream, as it would otherwise be one line.
 - **Inside a line**, a stray `\\r`, U+2028 or U+2029 becomes a space, so that one line in is
   always one line out. A NUL byte is refused in corpora (`nul="error"`: `nmt prepare`,
   `nmt align --src/--tgt/--tsv`), where it means a binary or UTF-16 file, and read as a
