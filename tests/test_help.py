@@ -37,3 +37,15 @@ def test_help_shows_every_option_help_as_written(name):
 def test_bracketed_words_survive():
     result = CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "2000"})
     assert "TOML file with [model] and [train] tables." in _flat(result.stdout)
+
+
+def test_train_help_shows_the_built_in_value_of_each_setting():
+    from nmt_cli.config import ModelConfig, TrainConfig
+
+    result = CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "2000"})
+    shown = _flat(result.stdout)
+    assert f"Target tokens per batch. [default: {TrainConfig().batch_tokens}]" in shown
+    assert f"dot, general, additive or none. [default: {ModelConfig().attention}]" in shown
+    feed = "input-feed" if ModelConfig().input_feed else "no-input-feed"
+    assert f"Luong input feeding. [default: {feed}]" in shown  # a flag pair: the one in force
+    assert "overrides the --config file, which overrides the defaults shown" in shown

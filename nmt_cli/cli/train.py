@@ -2,19 +2,39 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from nmt_cli.cli.boundary import command_boundary
-from nmt_cli.cli.options import device_option, in_panel, option, threads_option
+from nmt_cli.cli.options import device_option, option, threads_option
+from nmt_cli.config import ModelConfig, TrainConfig
 
 _MODEL = "Model"
 _TRAIN = "Training"
 
 
-# A [model] or [train] setting of the config as a flag: None (not given) leaves the config's.
-_model, _train = in_panel(_MODEL), in_panel(_TRAIN)
+def _settings(table: type, panel: str):
+    """Flags of the [model] or [train] settings: `(name, help, *flags)` → typer.Option whose
+    None (not given) leaves the config file's value, and whose help shows the built-in one."""
+    defaults = {setting.name: setting.default for setting in fields(table)}
+
+    def declare(name: str, help: str, *flags: str) -> Any:
+        value = defaults[name]
+        if isinstance(value, bool):  # as typer shows a flag pair's default
+            shown = name.replace("_", "-") if value else f"no-{name.replace('_', '-')}"
+        else:
+            shown = f"{value:g}" if isinstance(value, float) else str(value)
+        if shown:  # in the help text: typer would bracket a default that is not the value
+            help = f"{help} [default: {shown}]"
+        return typer.Option(None, *flags, help=help, rich_help_panel=panel, show_default=False)
+
+    return declare
+
+
+_model, _train = _settings(ModelConfig, _MODEL), _settings(TrainConfig, _TRAIN)
 
 
 @command_boundary
@@ -27,60 +47,65 @@ def train(
     resume: bool = option(False, "Continue from OUTPUT/checkpoints/last.pt.", "--resume"),
     force: bool = option(False, "Start afresh even if OUTPUT holds a model.", "--force"),
     nproc: int = option(1, "Train with N processes (torchrun + DDP) on this machine.", "--nproc"),
-    cell: str | None = _model(None, "gru or lstm."),
-    emb_size: int | None = _model(None, "Embedding size."),
-    hidden_size: int | None = _model(None, "Encoder size per direction."),
-    layers: int | None = _model(None, "RNN layers."),
+    cell: str | None = _model("cell", "gru or lstm."),
+    emb_size: int | None = _model("emb_size", "Embedding size."),
+    hidden_size: int | None = _model("hidden_size", "Encoder size per direction."),
+    layers: int | None = _model("layers", "RNN layers."),
     bidirectional: bool | None = _model(
-        None, "Bidirectional encoder.", "--bidirectional/--no-bidirectional"
+        "bidirectional", "Bidirectional encoder.", "--bidirectional/--no-bidirectional"
     ),
-    attention: str | None = _model(None, "dot, general, additive or none."),
-    decoder_style: str | None = _model(None, "luong or bahdanau."),
-    input_feed: bool | None = _model(None, "Luong input feeding.", "--input-feed/--no-input-feed"),
-    dropout: float | None = _model(None, "Dropout probability."),
+    attention: str | None = _model("attention", "dot, general, additive or none."),
+    decoder_style: str | None = _model("decoder_style", "luong or bahdanau."),
+    input_feed: bool | None = _model(
+        "input_feed", "Luong input feeding.", "--input-feed/--no-input-feed"
+    ),
+    dropout: float | None = _model("dropout", "Dropout probability."),
     tie_embeddings: bool | None = _model(
-        None, "Share target embedding and output layer.", "--tie-embeddings/--no-tie-embeddings"
+        "tie_embeddings",
+        "Share target embedding and output layer.",
+        "--tie-embeddings/--no-tie-embeddings",
     ),
-    label_smoothing: float | None = _train(None, "Label smoothing."),
-    batch_tokens: int | None = _train(None, "Target tokens per batch."),
-    lr: float | None = _train(None, "Adam learning rate."),
-    max_steps: int | None = _train(None, "Stop after N updates (0: no limit)."),
-    max_epochs: int | None = _train(None, "Stop after N epochs (0: no limit)."),
+    label_smoothing: float | None = _train("label_smoothing", "Label smoothing."),
+    batch_tokens: int | None = _train("batch_tokens", "Target tokens per batch."),
+    lr: float | None = _train("lr", "Adam learning rate."),
+    max_steps: int | None = _train("max_steps", "Stop after N updates (0: no limit)."),
+    max_epochs: int | None = _train("max_epochs", "Stop after N epochs (0: no limit)."),
     max_time: str | None = _train(
-        None,
+        "max_time",
         "Stop after this much training time in all, e.g. 90s, 20m, 1.5h: a --resume counts "
-        "the runs before it, as --max-steps does, and keeps the budget unless given a new one.",
+        "the runs before it, as --max-steps does, and keeps the budget unless given a new one "
+        "(0: no limit).",
     ),
-    valid_every: int | None = _train(None, "Validate every N updates."),
-    log_every: int | None = _train(None, "Report progress every N updates."),
-    patience: int | None = _train(None, "Early stopping after N validations without gain."),
-    seed: int | None = _train(None, "Random seed."),
+    valid_every: int | None = _train("valid_every", "Validate every N updates."),
+    log_every: int | None = _train("log_every", "Report progress every N updates."),
+    patience: int | None = _train("patience", "Early stopping after N validations without gain."),
+    seed: int | None = _train("seed", "Random seed."),
     keep_checkpoints: int | None = _train(
-        None,
+        "keep_checkpoints",
         "Also keep the weights of the last N validations (and the final save), for `nmt average` (0: none).",
     ),
     guided_alignment: float | None = _train(
-        None,
+        "guided_alignment",
         "Weight of the guided-alignment loss, which trains the attention towards word links "
         "of the training pairs (0: off; needs attention).",
     ),
     alignments: str | None = _train(
-        None,
+        "alignments",
         "Pharaoh file of word links for the training pairs, from any aligner (default: "
         "computed once by eflomal and kept in DATA_DIR).",
     ),
-    align_unit: str | None = _train(None, "Units of those links: word, char or piece."),
+    align_unit: str | None = _train("align_unit", "Units of those links: word, char or piece."),
     device: str | None = device_option(None, _TRAIN),
     threads: int | None = threads_option(None, _TRAIN),
 ) -> None:
-    """Train the encoder–decoder with attention on a prepared data directory."""
+    """Train the encoder–decoder with attention on a prepared data directory.
+
+    A flag given overrides the --config file, which overrides the defaults shown."""
     given = dict(locals())  # every flag, None where not given: then the config file decides
     if nproc > 1:
         _launch_torchrun(nproc)
-    from dataclasses import fields
-
     from nmt_cli.cli.boundary import stderr_console
-    from nmt_cli.config import ModelConfig, TrainConfig, parse_duration
+    from nmt_cli.config import parse_duration
     from nmt_cli.render.progress import TrainDisplay
     from nmt_cli.training_run import run_training
 
