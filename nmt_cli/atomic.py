@@ -49,8 +49,21 @@ def _fsync_dir(path: Path) -> None:
 
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike, mode: str = "wb", encoding: str | None = None) -> Iterator:
-    """Open a temporary sibling of `path` for writing; rename it over `path` on success."""
+    """Open a temporary sibling of `path` for writing; rename it over `path` on success.
+
+    A symbolic link is followed: the file it points to is replaced and the link stays. A path
+    that is not a regular file (/dev/null, /dev/stdout, a named pipe) is written through as it
+    is: renaming over it would put a regular file in the place of the device or pipe."""
     path = Path(path)
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
+    if path.exists() and not path.is_file() and not path.is_dir():
+        try:
+            with open(path, mode, encoding=encoding) as handle:
+                yield handle
+        except OSError as exc:
+            raise write_error(path, exc) from exc
+        return
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
