@@ -164,6 +164,27 @@ def staged_directory(
         raise
 
 
+def check_output_file(
+    path: str | os.PathLike, option: str, inputs: Iterable[str | os.PathLike | None] = ()
+) -> None:
+    """Refuse, before any work, a file path (`option`'s) that cannot be written: a folder,
+    in a folder that does not exist or is not writable, or one of `inputs` (None ones skipped)."""
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"cannot write {path} ({option}): it is a folder; give a file path")
+    if not path.parent.is_dir():
+        raise InputError(
+            f"cannot write {path} ({option}): the folder {path.parent} does not exist; create "
+            "it or choose another path"
+        )
+    if not os.access(path.parent, os.W_OK | os.X_OK) and not os.access(path, os.W_OK):
+        raise InputError(
+            f"cannot write {path} ({option}): the folder {path.parent} is not writable; "
+            "choose another path"
+        )
+    check_not_above(path, [given for given in inputs if given is not None])
+
+
 def check_not_above(output: str | os.PathLike, inputs: Iterable[str | os.PathLike]) -> None:
     """Refuse an output path that is one of `inputs` or a directory holding one (writing or
     replacing it would destroy what is being read)."""

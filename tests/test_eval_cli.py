@@ -284,6 +284,25 @@ def test_save_hyp_refuses_to_overwrite_an_input(toy_model_dir, tmp_path):
         assert target.read_bytes() == before
 
 
+def test_pictures_refuse_to_overwrite_an_input(toy_model_dir, tmp_path):
+    from cli_runner import invoke
+
+    hyp, src = tmp_path / "hyp.png", tmp_path / "src.png"  # inputs that happen to end in .png
+    hyp.write_text("RIVER APPLE\n", encoding="utf-8")
+    src.write_text("apple river\n", encoding="utf-8")
+    runs = [
+        ["eval", "--hyp", hyp, "--ref", hyp, "--src", src, "--by-length", "--plot", hyp],
+        ["eval", "--hyp", hyp, "--ref", hyp, "--src", src, "--by-length", "--plot", src],
+        ["align", "-m", toy_model_dir, "--src", src, "--tgt", hyp, "--png", hyp],
+    ]
+    for argv in runs:
+        result = invoke(*argv)
+        assert result.exit_code == 2 and "is also an input here" in result.stderr, argv
+        assert result.stdout == ""
+    assert hyp.read_text(encoding="utf-8") == "RIVER APPLE\n"
+    assert src.read_text(encoding="utf-8") == "apple river\n"
+
+
 def test_a_line_too_long_for_ter_is_refused_naming_it_and_bleu_still_scores(tmp_path):
     from cli_runner import invoke
 

@@ -139,7 +139,7 @@ def align(
     if png is not None:
         from nmt_cli.render.plot import check_plot_path
 
-        check_plot_path(png, "--png")
+        check_plot_path(png, "--png", [src, tgt, tsv, input, gold, model, reverse_model])
     pair_files, pair_count = _checked_pair_files(src, tgt, tsv, input) or (None, None)
     translator = Translator.load(model, device=device, threads=threads)
     reverse = None

@@ -73,15 +73,16 @@ def evaluate(
     model = model or None  # an empty list: no -m
     _check_sources(hyp, model, refs_paths, src, with_length)
     _check_model_options(model, save_hyp, bf16)
+    inputs = [hyp, src, compare, *refs_paths, *(model or [])]
     if save_hyp is not None:
-        from nmt_cli.atomic import check_not_above
+        from nmt_cli.atomic import check_output_file
 
-        check_not_above(save_hyp, [p for p in (src, compare, *refs_paths, *(model or [])) if p])
+        check_output_file(save_hyp, "--save-hyp", inputs)
     metric_names, bounds = _parse_metrics(metrics), _parse_buckets(buckets)
     if plot is not None:
         from nmt_cli.render.plot import check_plot_path
 
-        check_plot_path(plot)
+        check_plot_path(plot, inputs=[*inputs, save_hyp])
     texts = _read_inputs(hyp, refs_paths, src, compare)
     if "ter" in metric_names:
         from nmt_cli.evaluate import check_ter_lengths
@@ -150,16 +151,12 @@ def _check_sources(
 
 def _check_model_options(model: list[Path] | None, save_hyp: Path | None, bf16: bool) -> None:
     """Raise an NmtError for translation options that cannot work, before any work is done."""
-    from nmt_cli.errors import ConfigError, InputError
+    from nmt_cli.errors import ConfigError
 
     if model is None and save_hyp is not None:
         raise ConfigError("--save-hyp writes the translations of -m: add -m MODEL_DIR")
     if model is None and bf16:  # --hyp: nothing is translated, so nothing would change
         raise ConfigError("--bf16 is how -m translates; --hyp is scored as given: drop --bf16")
-    if save_hyp is not None and not save_hyp.parent.is_dir():
-        raise InputError(f"cannot write {save_hyp}: the folder {save_hyp.parent} does not exist")
-    if save_hyp is not None and save_hyp.is_dir():
-        raise InputError(f"cannot write {save_hyp}: it is a folder; give a file path")
 
 
 def _parse_metrics(text: str) -> list[str]:

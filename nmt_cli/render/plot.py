@@ -7,6 +7,7 @@ suffix picks the format.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,21 +42,20 @@ def require_matplotlib(option: str = "--plot") -> None:
         ) from exc
 
 
-def check_plot_path(path: str | os.PathLike, option: str = "--plot") -> None:
-    """Raise an NmtError before any work when the picture cannot be written where asked."""
+def check_plot_path(
+    path: str | os.PathLike, option: str = "--plot", inputs: Iterable[Path | None] = ()
+) -> None:
+    """Raise an NmtError before any work when the picture cannot be written where asked (one
+    of the command's `inputs` included)."""
+    from nmt_cli.atomic import check_output_file
+
     path = Path(path)
     if path.suffix.lstrip(".").lower() not in PICTURE_FORMATS:
         raise InputError(
             f"cannot draw {path}: end the name with one of "
             f"{', '.join('.' + name for name in PICTURE_FORMATS)}"
         )
-    if path.is_dir():
-        raise InputError(f"{path} is a directory: give a file name such as bleu_by_length.png")
-    if not path.parent.is_dir():
-        raise InputError(
-            f"cannot write {path}: the folder {path.parent} does not exist; create it or "
-            "choose another path"
-        )
+    check_output_file(path, option, inputs)
     require_matplotlib(option)
 
 
