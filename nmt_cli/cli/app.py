@@ -6,6 +6,8 @@ imported inside the command bodies so that `nmt --help` answers fast.
 
 from __future__ import annotations
 
+import sys
+
 import typer
 import typer.core
 
@@ -88,4 +90,7 @@ app.command("serve", cls=_Command)(serve.serve)
 
 
 def main() -> None:
+    if sys.stdout is None:  # started with stdout closed (`nmt translate >&-`)
+        sys.stderr.write("error: standard output is closed: redirect it to a file or /dev/null\n")
+        raise SystemExit(2)
     app()

@@ -7,6 +7,8 @@ own mistakes. Unexpected exceptions still show a traceback: those are our bugs.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
 import os
 import sys
@@ -63,8 +65,26 @@ def command_boundary(func: F) -> F:
             raise typer.Exit(130) from None
         except BrokenPipeError:
             # The reader went away (`nmt translate | head`): stop quietly, like other filters.
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
+            _stdout_to_devnull()
             raise typer.Exit(141) from None
+        except OSError as exc:
+            if exc.errno not in _FULL:  # not the output's medium: a bug, with its traceback
+                raise
+            # Library code turns its own files' write errors into NmtErrors: this one is stdout
+            # (`> /dev/full`, a full disk under a redirect).
+            error_line(
+                f"cannot write the output: {exc.strerror}; free some space or send it elsewhere"
+            )
+            _stdout_to_devnull()  # else Python's last flush at exit fails again, with a traceback
+            raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
+
+
+def _stdout_to_devnull() -> None:
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())

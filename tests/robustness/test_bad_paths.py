@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -178,3 +180,41 @@ def test_bad_model_or_data_directory_is_refused(case, template, kind, files, tmp
     assert_refused(result, 3, bad)
     assert result.stdout == ""
     assert not files["OUT"].exists()
+
+
+def _run(argv: list, stdout) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "nmt_cli", *map(str, argv)]
+    return subprocess.run(command, stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=120)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+@pytest.mark.parametrize("command", ["translate", "eval"])
+def test_a_full_output_is_one_line_not_a_traceback(command, toy_model_dir, tmp_path):
+    text = tmp_path / "text.txt"
+    text.write_text("apple river\nsun\n" * 2000, encoding="utf-8")  # more than a buffer holds
+    argv = {
+        "translate": ["translate", "-m", toy_model_dir, "--beam", "1", "-i", text],
+        "eval": ["eval", "--hyp", text, "--ref", text, "--json"],
+    }[command]
+    with open("/dev/full", "w") as full:
+        result = _run(argv, full)
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr and "Exception ignored" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (  # eval's tables go to stderr before it
+        "error: cannot write the output: No space left on device; free some space or send it "
+        "elsewhere"
+    )
+
+
+def test_a_closed_output_is_named(toy_model_dir):
+    result = _run(["translate", "-m", toy_model_dir, "--beam", "1"], subprocess.DEVNULL)
+    assert result.returncode == 0  # stdout open: the closed case below is the one refused
+    closed = subprocess.run(
+        ["sh", "-c", '"$0" -m nmt_cli translate -m "$1" >&-', sys.executable,
+         str(toy_model_dir)],
+        input="apple\n", capture_output=False, stderr=subprocess.PIPE, text=True, timeout=120,
+    )  # fmt: skip
+    assert closed.returncode == 2
+    assert closed.stderr.strip() == (
+        "error: standard output is closed: redirect it to a file or /dev/null"
+    )
