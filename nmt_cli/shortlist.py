@@ -14,6 +14,7 @@ a model trained before shortlists existed: `nmt shortlist DATA_DIR MODEL_DIR`.
 from __future__ import annotations
 
 import io
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,9 +82,11 @@ class Shortlist:
                 f"{path} does not exist (the model predates shortlists): write it with "
                 f"`{REWRITE}`, or translate without --shortlist"
             ) from None
-        except (OSError, ValueError, KeyError) as error:
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            # EOFError (an empty file) would otherwise reach click, which prints "Aborted."
             raise ArtifactError(
-                f"{path} is not a shortlist ({error}); retrain or remove it"
+                f"{path} is damaged or not a shortlist: write it again with `{REWRITE}`, or "
+                "translate without --shortlist"
             ) from None
 
 

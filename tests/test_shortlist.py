@@ -66,9 +66,17 @@ def test_shortlist_round_trip_and_clear_errors(tmp_path):
     np.testing.assert_array_equal(loaded.always, shortlist.always)
     with pytest.raises(ArtifactError, match="nmt shortlist"):
         Shortlist.load(tmp_path / "missing" / SHORTLIST_FILE)
-    path.write_bytes(b"not a numpy file")
-    with pytest.raises(ArtifactError, match="not a shortlist"):
-        Shortlist.load(path)
+    whole = path.read_bytes()
+    damaged = {
+        "not numpy": b"not a numpy file",
+        "empty": b"",  # was "Aborted." (an EOFError reached click)
+        "truncated": whole[: len(whole) // 2],  # was a BadZipFile traceback
+        "random": bytes(range(256)) * 20,  # was numpy's advice about allow_pickle
+    }
+    for data in damaged.values():
+        path.write_bytes(data)
+        with pytest.raises(ArtifactError, match="damaged or not a shortlist: write it again"):
+            Shortlist.load(path)
 
 
 LINES = ["apple river", "green bird sun", "sun", "river apple green bird", "bird"]
