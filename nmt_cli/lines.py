@@ -10,8 +10,8 @@ The rule, the same for every file and every command:
   there instead); a UTF-16 file is recognised by its BOM and named as such.
 - **Lines** end at `\\n` and only there, so line numbers are those of `wc -l` and `sed -n`;
   a `\\r` at the end of a line (CRLF) is dropped, and a last line without `\\n` counts.
-  Text without any `\\n` but with a `\\r` before its last byte (classic Mac OS line ends) is
-  refused, from a file or a stream, as it would otherwise be one line.
+  Text that is one line (no `\\n`, or one ending it) with a `\\r` inside (classic Mac OS
+  line ends) is refused, from a file or a stream, as it would otherwise be one line.
 - **Inside a line**, a stray `\\r`, U+2028 or U+2029 becomes a space, so that one line in is
   always one line out. A NUL byte is refused in corpora (`nul="error"`: `nmt prepare`,
   `nmt align --src/--tgt/--tsv`), where it means a binary or UTF-16 file, and read as a
@@ -111,10 +111,23 @@ def iter_lines(
 
     Each line is yielded as soon as it has arrived, so a stream (stdin) is never held up."""
     check_on_invalid(on_invalid)
-    for number, raw in enumerate(_raw_lines(stream, name), start=1):
-        if number == 1 and not raw.endswith(b"\n") and b"\r" in raw[:-1]:
-            raise _cr_only(name)  # the whole stream, without a newline: lines ended by CR
+    raws = _raw_lines(stream, name)
+    first = next(raws, None)
+    if first is None:
+        return
+    if _holds_cr(first.removesuffix(b"\n")):  # the whole stream, if no second line comes?
+        second = next(raws, None)
+        if second is None:
+            raise _cr_only(name)
+        raws = itertools.chain([second], raws)
+    for number, raw in enumerate(itertools.chain([first], raws), start=1):
         yield _line_text(raw.removesuffix(b"\n"), name, number, on_invalid, nul)
+
+
+def _holds_cr(line: bytes) -> bool:
+    """A CR inside `line` (given without its newline), not only ending it (CRLF): in the only
+    line of a text, the mark of lines ended by CR alone."""
+    return b"\r" in line.removesuffix(b"\r")
 
 
 def _line_text(raw: bytes, name: str, number: int, on_invalid: str, nul: str) -> str:
@@ -135,13 +148,19 @@ def _block_lines(stream: BinaryIO, name: str, on_invalid: str, nul: str) -> Iter
     """The lines of a file by the rule above, decoded a block of whole lines at a time."""
     done = 0  # lines yielded so far
     pending: list[bytes] = []  # the start of a line that no block has ended yet
-    while block := _read(stream, done):
+    block, following = _read(stream, done), b""
+    while block:
         end = block.rfind(b"\n") + 1
         if not end:
             pending.append(block)
+            block = _read(stream, done)
             continue
         lines = b"".join([*pending, block[:end]])
         pending = [block[end:]]
+        if not done and _holds_cr(lines[: lines.index(b"\n")]) and lines.count(b"\n") == 1:
+            # one line so far, with CRs inside: is it the whole text (see `iter_lines`)?
+            if not pending[0] and not (following := _read(stream, done)):
+                raise _cr_only(name)
         texts = _whole_block(lines, first=done == 0)
         if texts is None:  # something to fix or to refuse: line by line
             raws, start = lines.split(b"\n")[:-1], done + 1
@@ -153,8 +172,9 @@ def _block_lines(stream: BinaryIO, name: str, on_invalid: str, nul: str) -> Iter
         else:
             yield from texts
             done += len(texts)
+        block, following = following or _read(stream, done), b""
     if last := b"".join(pending):  # a last line without "\n"
-        if not done and b"\r" in last[:-1]:  # no newline at all, but lines ended by CR
+        if not done and _holds_cr(last):  # no newline at all, but lines ended by CR
             raise _cr_only(name)
         yield _line_text(last, name, done + 1, on_invalid, nul)
 
@@ -264,18 +284,22 @@ def _cr_only(name: str) -> InputError:
 
 def count_lines(path: Path) -> int:
     """Count lines by the rule above (newlines, plus a last line without one), not decoding."""
-    lines, last, returns = 0, b"\n", 0  # returns: CRs, while no newline has come
+    lines, last, returns = 0, b"\n", 0  # returns: CRs in the first line, but one ending it
     try:
         with open_binary(path) as handle:
             while chunk := handle.read(_CHUNK):
+                if not lines:
+                    head, newline, _ = chunk.partition(b"\n")
+                    ends = newline and (head.endswith(b"\r") or (not head and last == b"\r"))
+                    returns += head.count(b"\r") - bool(ends)  # a CRLF's CR does not count
                 lines += chunk.count(b"\n")
-                returns += 0 if lines else chunk.count(b"\r")
                 last = chunk[-1:]
     except (gzip.BadGzipFile, EOFError, zlib.error):
         raise InputError(f"{path} is a corrupt or truncated gzip file: re-download it") from None
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror}") from None
-    if not lines and returns > (last == b"\r"):  # no newline, but a CR before the last byte
+    only = lines == 0 or (lines == 1 and last == b"\n")  # the file is one line
+    if only and returns > (lines == 0 and last == b"\r"):  # a CR before that line's end
         raise _cr_only(str(path))
     return lines + (last != b"\n")
 

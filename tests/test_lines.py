@@ -121,9 +121,6 @@ def test_files_read_by_blocks_give_what_reading_line_by_line_gives(tmp_path, mon
                 by_lines = _lines_or_error(
                     iter_lines(io.BytesIO(data), str(path), on_invalid=on_invalid, nul=nul)
                 )
-                if b"\n" not in data and b"\r" in data[:-1]:  # a file of classic Mac lines:
-                    assert by_blocks[0] == [] and "carriage return alone" in by_blocks[1]
-                    continue  # refused, where a stream reads what it has as one line
                 assert by_blocks == by_lines, (data, nul, on_invalid)
 
 

@@ -226,11 +226,13 @@ def test_eval_warns_when_a_file_is_not_in_nfc_and_scores_as_sacrebleu_does(tmp_p
     )
 
 
+@pytest.mark.parametrize("ending", [b"\r", b"\r\n"], ids=["cr", "then-a-newline"])
 @pytest.mark.parametrize("command", ["prepare", "translate", "eval"])
 def test_a_file_with_classic_mac_line_ends_is_named_with_the_fix(tmp_path, pair, toy_model_dir,
-                                                                command):  # fmt: skip
+                                                                command, ending):  # fmt: skip
     mac = tmp_path / "mac.txt"
-    mac.write_bytes("\r".join(SRC).encode() + b"\r")  # CR alone ends each line
+    # CR alone ends each line; `echo >> mac.txt` may have added one newline at the end
+    mac.write_bytes("\r".join(SRC).encode() + ending)
     argv = {
         "prepare": ["prepare", "--src", mac, "--tgt", pair[1], "-o", tmp_path / "out"],
         "translate": ["translate", "-m", toy_model_dir, "--beam", "1", "--input", mac],
@@ -247,11 +249,12 @@ def test_classic_mac_line_ends_on_stdin_are_refused_too(tmp_path, pair, toy_mode
         "translate": ["translate", "-m", toy_model_dir, "--beam", "1"],
         "eval": ["eval", "--hyp", "-", "--ref", pair[1]],
     }[command]
-    result = invoke(*argv, input="\r".join(SRC).encode() + b"\r")  # else read as one line
-    assert_refused(result, 2, "<stdin>", "carriage return alone", "pipe it through")
-    assert result.stdout == ""
-    one = invoke("translate", "-m", toy_model_dir, "--beam", "1", input=b"two\rwords\n")
-    assert one.exit_code == 0 and one.stdout.count("\n") == 1  # a stray CR inside a line
+    for ending in (b"\r", b"\r\n"):
+        result = invoke(*argv, input="\r".join(SRC).encode() + ending)  # else one line
+        assert_refused(result, 2, "<stdin>", "carriage return alone", "pipe it through")
+        assert result.stdout == ""
+    two = invoke("translate", "-m", toy_model_dir, "--beam", "1", input=b"two\rwords\nsun\n")
+    assert two.exit_code == 0 and two.stdout.count("\n") == 2  # a stray CR inside a line
 
 
 @pytest.mark.parametrize("kind", ["crlf", "bom"])
