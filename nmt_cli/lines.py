@@ -118,7 +118,7 @@ def iter_lines(
     if _holds_cr(first.removesuffix(b"\n")):  # the whole stream, if no second line comes?
         second = next(raws, None)
         if second is None:
-            raise _cr_only(name)
+            raise _cr_only(name, first)
         raws = itertools.chain([second], raws)
     for number, raw in enumerate(itertools.chain([first], raws), start=1):
         yield _line_text(raw.removesuffix(b"\n"), name, number, on_invalid, nul)
@@ -135,6 +135,7 @@ def _line_text(raw: bytes, name: str, number: int, on_invalid: str, nul: str) ->
     raw = raw.removesuffix(b"\r")
     if number == 1:
         raw = raw.removeprefix(UTF8_BOM)
+        _refuse_binary(raw, name)
     if b"\0" in raw:
         raw = _nul(raw, name, number, nul)
     text = _decode(raw, name, number, on_invalid)
@@ -160,7 +161,7 @@ def _block_lines(stream: BinaryIO, name: str, on_invalid: str, nul: str) -> Iter
         if not done and _holds_cr(lines[: lines.index(b"\n")]) and lines.count(b"\n") == 1:
             # one line so far, with CRs inside: is it the whole text (see `iter_lines`)?
             if not pending[0] and not (following := _read(stream, done)):
-                raise _cr_only(name)
+                raise _cr_only(name, lines)
         texts = _whole_block(lines, first=done == 0)
         if texts is None:  # something to fix or to refuse: line by line
             raws, start = lines.split(b"\n")[:-1], done + 1
@@ -175,7 +176,7 @@ def _block_lines(stream: BinaryIO, name: str, on_invalid: str, nul: str) -> Iter
         block, following = following or _read(stream, done), b""
     if last := b"".join(pending):  # a last line without "\n"
         if not done and _holds_cr(last):  # no newline at all, but lines ended by CR
-            raise _cr_only(name)
+            raise _cr_only(name, last)
         yield _line_text(last, name, done + 1, on_invalid, nul)
 
 
@@ -228,6 +229,35 @@ def _read_error(name: str, exc: Exception, after: int) -> InputError:
 
 
 _UTF16_HINT = "the file looks like UTF-16: convert it with `iconv -f UTF-16 -t UTF-8`"
+# What a compressed file starts with, and the command that decompresses it to stdout.
+_COMPRESSED = (
+    (b"\x1f\x8b", "gzip", "zcat"),  # a file is decompressed on reading; a stream is not
+    (b"\xfd7zXZ\x00", "xz", "xzcat"),
+    (b"\x28\xb5\x2f\xfd", "zstd", "zstdcat"),
+    (b"PK\x03\x04", "zip", "unzip -p"),
+)
+
+
+def _refuse_binary(first: bytes, name: str) -> None:
+    """Refuse a text whose first line shows it is compressed or UTF-16 (with or without its
+    BOM): its bytes would otherwise be read as garbage text, or their NULs as spaces."""
+    compressed = next((c for c in _COMPRESSED if first.startswith(c[0])), None)
+    if compressed is None and first[:3] == b"BZh" and first[4:10] == b"1AY&SY":
+        compressed = (b"", "bzip2", "bzcat")
+    if compressed is not None:
+        _, kind, tool = compressed
+        fix = f"pipe it through `{tool}`" if name == "<stdin>" else f"`{tool} {name} > text.txt`"
+        raise InputError(f"{name} is {kind}-compressed, not text: decompress it first, e.g. {fix}")
+    if first[:2] in _UTF16_BOMS:
+        raise InputError(f"{name} line 1 is not valid UTF-8: {_UTF16_HINT}")
+    if len(first) >= 4 and b"\0" in first[:4]:  # ASCII in UTF-16: every other byte is NUL
+        order = "LE" if first[1] == first[3] == 0 and first[0] and first[2] else None
+        order = order or ("BE" if first[0] == first[2] == 0 and first[1] and first[3] else None)
+        if order:
+            raise InputError(
+                f"{name} looks like UTF-16 without a byte-order mark (every other byte is NUL): "
+                f"convert it with `iconv -f UTF-16{order} -t UTF-8`"
+            )
 
 
 def _nul(raw: bytes, name: str, number: int, nul: str) -> bytes:
@@ -270,9 +300,11 @@ def _raw_lines(stream: BinaryIO, name: str) -> Iterator[bytes]:
         raise _read_error(name, exc, number) from None
 
 
-def _cr_only(name: str) -> InputError:
+def _cr_only(name: str, start: bytes) -> InputError:
     """The error for a file whose lines end in CR alone (classic Mac OS): read by the rule
-    above, it would be one line."""
+    above, it would be one line. `start`, the text's first bytes, may show that it is not text
+    at all (a compressed file): then that error is raised instead."""
+    _refuse_binary(start.removeprefix(UTF8_BOM), name)
     fix = f"`tr '\\r' '\\n' < {name} > fixed.txt`"
     if name == "<stdin>":
         fix = "pipe it through `tr '\\r' '\\n'`"
@@ -285,9 +317,11 @@ def _cr_only(name: str) -> InputError:
 def count_lines(path: Path) -> int:
     """Count lines by the rule above (newlines, plus a last line without one), not decoding."""
     lines, last, returns = 0, b"\n", 0  # returns: CRs in the first line, but one ending it
+    start = b""
     try:
         with open_binary(path) as handle:
             while chunk := handle.read(_CHUNK):
+                start = start or chunk[:16]
                 if not lines:
                     head, newline, _ = chunk.partition(b"\n")
                     ends = newline and (head.endswith(b"\r") or (not head and last == b"\r"))
@@ -300,7 +334,7 @@ def count_lines(path: Path) -> int:
         raise InputError(f"cannot read {path}: {exc.strerror}") from None
     only = lines == 0 or (lines == 1 and last == b"\n")  # the file is one line
     if only and returns > (lines == 0 and last == b"\r"):  # a CR before that line's end
-        raise _cr_only(str(path))
+        raise _cr_only(str(path), start)
     return lines + (last != b"\n")
 
 

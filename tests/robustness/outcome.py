@@ -13,7 +13,7 @@ from pathlib import Path
 # Words that start the "how to fix it" part of our messages.
 FIX = re.compile(
     r"\b(check|give|pass|use|add|remove|fix|free|choose|convert|re-create|re-encode|re-run|"
-    r"re-download|re-compress|retrain|nmt train|nmt prepare|drop|lower|raise|wait|resume|"
+    r"re-download|re-compress|decompress|retrain|nmt train|nmt prepare|drop|lower|raise|wait|resume|"
     r"only load|copy|keep|continue|must be|must look like|one of|such as|valid keys|at line)\b"
 )
 

@@ -458,3 +458,48 @@ def test_translate_refuses_a_file_with_an_invalid_line_before_writing_anything(
     replaced = invoke("translate", "-m", toy_model_dir, "--beam", "1", "--input", bad,
                       "--on-invalid", "replace")  # fmt: skip
     assert replaced.exit_code == 0 and len(replaced.stdout.splitlines()) == 3
+
+
+def _compressed(kind: str, data: bytes) -> bytes:
+    import bz2
+    import lzma
+    import zipfile
+    from io import BytesIO
+
+    if kind == "gzip":
+        return gzip.compress(data)
+    if kind == "xz":
+        return lzma.compress(data)
+    if kind == "bzip2":
+        return bz2.compress(data)
+    holder = BytesIO()
+    with zipfile.ZipFile(holder, "w") as archive:
+        archive.writestr("text.txt", data)
+    return holder.getvalue()
+
+
+@pytest.mark.parametrize("kind", ["gzip", "xz", "bzip2", "zip"])
+def test_compressed_text_is_named_with_how_to_decompress_it(tmp_path, pair, toy_model_dir, kind):
+    data = _compressed(kind, "\n".join(SRC).encode() + b"\n")
+    packed = tmp_path / "packed"
+    packed.write_bytes(data)
+    stdin = invoke("translate", "-m", toy_model_dir, "--beam", "1", "--on-invalid", "replace",
+                   input=data)  # fmt: skip
+    if kind == "gzip":  # a gzip file is read as its text; only a stream is not decompressed
+        assert _ok(invoke("translate", "-m", toy_model_dir, "--beam", "1", "-i", packed))
+    else:
+        result = invoke("prepare", "--src", packed, "--tgt", pair[1], "-o", tmp_path / "out")
+        assert_refused(result, 2, f"{packed} is {kind}-compressed, not text")
+        assert not (tmp_path / "out").exists()
+    assert_refused(stdin, 2, f"<stdin> is {kind}-compressed, not text", "pipe it through")
+    assert stdin.stdout == ""  # not garbage translated, whatever --on-invalid says
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+def test_utf16_without_a_byte_order_mark_is_named(tmp_path, pair, encoding):
+    wide = tmp_path / "wide.txt"
+    wide.write_bytes("\n".join(SRC).encode(encoding))
+    result = invoke("eval", "--hyp", wide, "--ref", pair[1])
+    order = encoding[-2:].upper()
+    assert_refused(result, 2, f"{wide} looks like UTF-16 without a byte-order mark",
+                   f"iconv -f UTF-16{order}")  # fmt: skip
