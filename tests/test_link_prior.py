@@ -177,6 +177,16 @@ def test_a_low_threshold_alone_keeps_the_prior_and_drops_the_grow_above_it(
     assert other_unit.exit_code == 0, other_unit.stderr
 
 
+def test_naming_the_default_method_keeps_its_thresholds(guided_model, toy_data_dir):
+    default = _align(guided_model, toy_data_dir)
+    named = _align(guided_model, toy_data_dir, "--method", "threshold")
+    assert default.exit_code == named.exit_code == 0, named.stderr
+    assert named.stdout == default.stdout  # was threshold 0.5 without growing: other links
+    plain = _align(guided_model, toy_data_dir, "--method", "threshold", "--threshold", "0.5",
+                   "--grow-threshold", "0")  # fmt: skip
+    assert plain.stdout != default.stdout  # the numbers the defaults add do change the links
+
+
 def test_translate_align_draws_the_links_nmt_align_draws(guided_model, toy_data_dir, tmp_path):
     sources = (toy_data_dir / "dev.src").read_text(encoding="utf-8").splitlines()
     result = invoke("translate", "-m", guided_model, "--beam", "1", "--align",

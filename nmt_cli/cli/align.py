@@ -46,7 +46,8 @@ def align(
         None,
         "argmax per target word; mutual (a cell strongest in its row and its column); "
         "or threshold (default: argmax; for a model trained with guided alignment, threshold "
-        "0.5 with --grow-threshold 0.2, or 0.3 with 0.25 under --link-prior).",
+        "0.5 with --grow-threshold 0.2, or 0.3 with 0.25 under --link-prior, which naming "
+        "threshold keeps).",
     ),
     threshold: float | None = _extract(
         None,
@@ -158,15 +159,21 @@ def align(
     rates = _link_rates(model, link_prior, corpus_prior, unit, trained.align_unit)
     if rates is not None and link_prior is None and trained.guided_alignment:
         options = replace(options, link_prior=LINK_PRIOR_SHARE)
-    if method is None:  # the extraction the model's training suits, with the user's numbers
-        chosen = extraction_defaults(trained.guided_alignment, bool(options.link_prior))
-        if threshold is not None:  # a threshold asks for --method threshold, grown from below
-            chosen.update(method="threshold", threshold=threshold)
-            if chosen.get("grow_threshold", 0.0) >= threshold:
-                chosen.pop("grow_threshold")
-        if grow_threshold is not None:
-            chosen["grow_threshold"] = grow_threshold
-        options = replace(options, **chosen)
+    # The extraction the model's training suits, with the user's numbers: naming its method
+    # keeps its thresholds; another method starts from that method's own.
+    chosen = extraction_defaults(trained.guided_alignment, bool(options.link_prior))
+    if method is None and threshold is not None:  # a threshold asks for --method threshold
+        method = "threshold"
+    if method is not None and method != chosen.get("method", "argmax"):
+        chosen = {}
+    chosen["method"] = method or chosen.get("method", "argmax")
+    if threshold is not None:
+        chosen["threshold"] = threshold
+        if chosen.get("grow_threshold", 0.0) >= threshold:  # grown from below it only
+            chosen.pop("grow_threshold")
+    if grow_threshold is not None:
+        chosen["grow_threshold"] = grow_threshold
+    options = replace(options, **chosen)
     _check_options(options)
     if view == "auto":
         view = "heatmap" if sys.stdout.isatty() and not json_output else "none"
