@@ -37,9 +37,18 @@ def average_checkpoints(model_dir: Path, last: int, out_dir: Path, force: bool =
         raise ConfigError(f"-o {out_dir} lies inside {model_dir}: give a directory outside it")
     kept = checkpoint.kept_checkpoints(model_dir)
     if len(kept) < last:
+        config_file = model_dir / checkpoint.CONFIG_FILE
+        config = checkpoint.read_json(config_file) if config_file.is_file() else {}
+        asked = config.get("train", {}).get("keep_checkpoints", 0)
+        fix = f"train it with --keep-checkpoints {last} (or more) to keep them"
+        if asked >= last:  # kept as asked: it stopped before validating that often
+            fix = (
+                f"it was trained with --keep-checkpoints {asked} but stopped after fewer "
+                f"validations: lower --last, or train on (--resume with a larger budget)"
+            )
         raise ArtifactError(
             f"{model_dir} keeps {len(kept)} checkpoint{'s' * (len(kept) != 1)}, fewer than "
-            f"--last {last}: train it with --keep-checkpoints {last} (or more) to keep them"
+            f"--last {last}: {fix}"
         )
     sources = kept[-last:]
     payloads = [checkpoint.load(path) for path in sources]

@@ -126,3 +126,19 @@ def test_an_averaged_model_does_not_claim_its_sources_dev_score(tmp_path, toy_da
     assert meta["step"] == 6 and meta["averaged"] == ["step-00000004.pt", "step-00000006.pt"]
     last = checkpoint.load(model / checkpoint.LAST_FILE)["progress"]  # trained to step 6 too
     assert meta["tokens_seen"] == last["tokens_seen"] and meta["epoch"] >= 1
+
+
+def test_a_model_that_validated_fewer_times_than_it_would_keep_is_told_so(tmp_path, toy_data_dir):
+    model = tmp_path / "model"
+    trained = invoke("train", toy_data_dir, "-o", model, "--emb-size", "16", "--hidden-size",
+                     "16", "--max-steps", "4", "--valid-every", "2", "--keep-checkpoints", "5",
+                     "--threads", "1")  # fmt: skip
+    assert trained.exit_code == 0, trained.stderr
+    kept = len(list((model / "checkpoints").glob("step-*.pt")))
+    assert 0 < kept < 5
+    result = invoke("average", model, "--last", "5", "-o", tmp_path / "avg")
+    assert result.exit_code == 3, result.stderr
+    advice = " ".join(result.stderr.split())
+    assert f"keeps {kept} checkpoints, fewer than --last 5" in advice
+    assert "trained with --keep-checkpoints 5 but stopped after fewer validations" in advice
+    assert "lower --last" in advice and "train it with --keep-checkpoints" not in advice

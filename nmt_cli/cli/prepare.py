@@ -52,7 +52,8 @@ def prepare(
     ),
     character_coverage: float | None = given(
         "--character-coverage",
-        "Share of characters the model must cover (default: 0.9995 for mostly-CJK text, else 1.0).",
+        "Share of characters the model must cover (default: 0.9995 when either side is mostly "
+        "Chinese, Japanese or Korean, else 1.0).",
         panel=_SPM,
     ),
     output: Path = _out(..., "Data directory to create.", "-o", "--output"),
