@@ -449,10 +449,16 @@ def remove_training_files(model_dir: Path) -> None:
         path.unlink(missing_ok=True)
 
 
+_RATES_HEADER = "#pairs"  # the first line: "#pairs<TAB>N", then N word pairs
+
+
 def save_link_rates(model_dir: Path, rates: LinkRates) -> None:
-    """Write the link rates of the training pairs (LINK_RATES_FILE), atomically."""
-    lines = (f"{e}\t{f}\t{linked}\t{met}\n" for e, f, linked, met in rates.counts())
+    """Write the link rates of the training pairs (LINK_RATES_FILE), atomically: a header
+    with their number (so a file cut short is told from a whole one), then one per line."""
+    counts = list(rates.counts())
+    lines = (f"{e}\t{f}\t{linked}\t{met}\n" for e, f, linked, met in counts)
     with atomic.atomic_open(model_dir / LINK_RATES_FILE, "w", encoding="utf-8") as handle:
+        handle.write(f"{_RATES_HEADER}\t{len(counts)}\n")
         handle.writelines(lines)
 
 
@@ -464,21 +470,30 @@ def load_link_rates(model_dir: Path) -> LinkRates | None:
     path = model_dir / LINK_RATES_FILE
     if not path.is_file():
         return None
-    counts = []
+    counts, expected = [], None  # expected: the header's number (files before it have none)
+    damaged = "the file is damaged: retrain, or delete it to align without the link prior"
     try:
         with open(path, encoding="utf-8") as handle:
             for number, line in enumerate(handle, start=1):
                 fields = line.rstrip("\n").split("\t")
+                if number == 1 and fields[0] == _RATES_HEADER and len(fields) == 2:
+                    if fields[1].isascii() and fields[1].isdigit():
+                        expected = int(fields[1])
+                        continue
                 counts_ok = all(f.isascii() and f.isdigit() for f in fields[2:])
                 if len(fields) != 4 or not counts_ok:
                     raise ArtifactError(
                         f"{path}, line {number}: expected 'source<TAB>target<TAB>links<TAB>"
-                        "meetings'; the file is damaged: retrain, or delete it to align "
-                        "without the link prior"
+                        f"meetings'; {damaged}"
                     )
                 counts.append((fields[0], fields[1], int(fields[2]), int(fields[3])))
     except (OSError, UnicodeDecodeError) as exc:
         raise ArtifactError(f"{path} could not be read ({type(exc).__name__}): {exc}") from None
+    if not counts or (expected is not None and len(counts) != expected):
+        held = f"{len(counts):,} word pairs" + (
+            f" of the {expected:,} it names" if expected else ""
+        )
+        raise ArtifactError(f"{path} holds {held}: {damaged}")
     return LinkRates.from_counts(counts, LINK_PRIOR_SMOOTHING)
 
 

@@ -46,6 +46,20 @@ def test_a_damaged_link_rates_file_names_its_line(tmp_path):
         checkpoint.load_link_rates(tmp_path)
 
 
+def test_an_empty_or_cut_short_link_rates_file_is_refused(tmp_path):
+    checkpoint.save_link_rates(tmp_path, _rates())
+    path = tmp_path / checkpoint.LINK_RATES_FILE
+    whole = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    path.write_text("".join(whole[:-1]), encoding="utf-8")  # cut at a line's end
+    with pytest.raises(ArtifactError, match=r"holds 2 word pairs of the 3 it names"):
+        checkpoint.load_link_rates(tmp_path)
+    path.write_text("", encoding="utf-8")
+    with pytest.raises(ArtifactError, match=r"holds 0 word pairs: the file is damaged"):
+        checkpoint.load_link_rates(tmp_path)
+    path.write_text("".join(whole[1:]), encoding="utf-8")  # as nmt wrote it before the header
+    assert list(checkpoint.load_link_rates(tmp_path).counts()) == list(_rates().counts())
+
+
 def test_the_link_prior_moves_an_uncertain_link_in_one_pass():
     # x leans to b (0.6), but the training links joined a with x three times in four meetings
     model = _Corpus({("a b", "x y"): [[0.4, 0.6], [0.3, 0.7], [0.5, 0.5]]})
