@@ -476,6 +476,12 @@ def test_align_naacl_gold_may_end_before_pairs_without_gold_links(toy_model_dir,
     result = invoke("align", "-m", toy_model_dir, "--src", src, "--tgt", tgt, "--gold", gold)
     assert result.exit_code == 0, result.output
     assert "2 sure gold links, 2 pairs" in " ".join(result.stderr.split())
+    told = "gold.naacl lists no link for the last 1 of the 2 pairs (from pair 2 on)"
+    assert told in " ".join(result.stderr.split())  # scored, but a cut file would look so too
+    whole = tmp_path / "whole.naacl"
+    whole.write_text("1 1 2 S\n1 2 1 S\n2 1 2 S\n", encoding="utf-8")
+    listed = invoke("align", "-m", toy_model_dir, "--src", src, "--tgt", tgt, "--gold", whole)
+    assert listed.exit_code == 0 and "lists no link" not in listed.stderr
     streamed = invoke(
         "align", "-m", toy_model_dir, "--view", "none", "--gold", gold,
         input="apple river ||| RIVER APPLE\ngreen bird ||| BIRD GREEN\n",

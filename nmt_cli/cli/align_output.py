@@ -18,6 +18,7 @@ class AlignOutput:
         self.predicted: list[set] = []
         self.lengths: list[tuple[int, int]] = []
         self.gold: list | None = None
+        self.listed: int | None = None  # a NAACL gold: the last sentence it has a link for
         self.note: str | None = None  # said under the first view (what else the links weigh)
 
     def check_gold(self, pairs: int | None = None) -> None:
@@ -29,6 +30,8 @@ class AlignOutput:
         if self.gold_path is None:
             return
         self.gold = read_gold(self.gold_path)
+        if isinstance(self.gold, LinkListedGold):  # the sentences up to its last link
+            self.listed = len(self.gold)
         if not self.gold:
             raise InputError(
                 f"{self.gold_path} is empty: give the gold alignments of these sentence pairs, "
@@ -161,6 +164,13 @@ class AlignOutput:
             more = f" (and {others:,} more such link{'s' * (others > 1)})" if others else ""
             raise InputError(
                 f"{self.gold_path}: {problems[0]}{more}; no score: {self._gold_fix(gold)}"
+            )
+        if self.listed is not None and self.listed < len(gold):
+            unlisted = len(gold) - self.listed
+            warn(
+                f"{self.gold_path} lists no link for the last {unlisted:,} of the {len(gold):,} "
+                f"pairs (from pair {self.listed + 1:,} on): they count as pairs without gold "
+                "links; check that the file is whole"
             )
         console = stderr_console()
         score = score_alignments(self.predicted, gold)
