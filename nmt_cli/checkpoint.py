@@ -106,6 +106,8 @@ def load(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]
             f"{path} was refused: {what}, and loading it could run code; "
             "only load model files you trust, written by nmt"
         ) from None
+    except PermissionError as exc:  # the file is fine; reading it is not allowed
+        raise ArtifactError(f"cannot read {path}: {exc.strerror}; check its permissions") from None
     except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError, IndexError) as exc:
         raise ArtifactError(
             f"{path} is truncated or not an nmt checkpoint ({type(exc).__name__}); "

@@ -88,6 +88,18 @@ def test_truncated_checkpoint_is_a_clear_error(tmp_path):
         checkpoint.load(path)
 
 
+def test_an_unreadable_checkpoint_is_not_called_truncated(tmp_path, monkeypatch):
+    path = tmp_path / "model.pt"
+    checkpoint.save(path, {"config": small_config().to_dict()})
+
+    def denied(_path):  # what opening it gives a user without read permission (root has it)
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(checkpoint, "_looks_like_a_checkpoint", denied)
+    with pytest.raises(ArtifactError, match="cannot read .*: Permission denied; check its perm"):
+        checkpoint.load(path)
+
+
 def test_tensor_without_marker_is_refused(tmp_path):
     path = tmp_path / "model.pt"
     torch.save({"weights": {"x": torch.zeros(2)}}, path)
