@@ -110,14 +110,19 @@ def test_average_replaces_only_a_model_directory_and_only_with_force(kept_model_
     assert inside.exit_code == 2 and "lies inside" in inside.stderr
 
 
+def _trained(data_dir, model, steps: int, keep: int):
+    """A tiny model of `steps` updates, validated every 2, keeping the last `keep` of them."""
+    trained = invoke("train", data_dir, "-o", model, "--emb-size", "16", "--hidden-size", "16",
+                     "--max-steps", str(steps), "--valid-every", "2", "--keep-checkpoints",
+                     str(keep), "--threads", "1")  # fmt: skip
+    assert trained.exit_code == 0, trained.stderr
+    return model
+
+
 def test_an_averaged_model_does_not_claim_its_sources_dev_score(tmp_path, toy_data_dir):
     import json
 
-    model = tmp_path / "model"
-    trained = invoke("train", toy_data_dir, "-o", model, "--emb-size", "16", "--hidden-size",
-                     "16", "--max-steps", "6", "--valid-every", "2", "--keep-checkpoints", "3",
-                     "--threads", "1")  # fmt: skip
-    assert trained.exit_code == 0, trained.stderr
+    model = _trained(toy_data_dir, tmp_path / "model", steps=6, keep=3)
     assert json.loads((model / "meta.json").read_text())["best_dev_bleu"] is not None
     out = tmp_path / "avg"
     assert invoke("average", model, "--last", "2", "-o", out).exit_code == 0
@@ -129,11 +134,7 @@ def test_an_averaged_model_does_not_claim_its_sources_dev_score(tmp_path, toy_da
 
 
 def test_a_model_that_validated_fewer_times_than_it_would_keep_is_told_so(tmp_path, toy_data_dir):
-    model = tmp_path / "model"
-    trained = invoke("train", toy_data_dir, "-o", model, "--emb-size", "16", "--hidden-size",
-                     "16", "--max-steps", "4", "--valid-every", "2", "--keep-checkpoints", "5",
-                     "--threads", "1")  # fmt: skip
-    assert trained.exit_code == 0, trained.stderr
+    model = _trained(toy_data_dir, tmp_path / "model", steps=4, keep=5)
     kept = len(list((model / "checkpoints").glob("step-*.pt")))
     assert 0 < kept < 5
     result = invoke("average", model, "--last", "5", "-o", tmp_path / "avg")
