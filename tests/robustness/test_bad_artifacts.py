@@ -82,6 +82,17 @@ def _missing_tokenizer(data: Path) -> str:
     return "spm.model"
 
 
+def _cut_dev_reference(data: Path) -> str:
+    lines = (data / "dev.tgt").read_bytes().splitlines(keepends=True)
+    (data / "dev.tgt").write_bytes(b"".join(lines[: len(lines) // 2]))  # validation read it late
+    return "dev.tgt"
+
+
+def _dev_reference_cut_inside_a_character(data: Path) -> str:
+    (data / "dev.tgt").write_bytes("Grüße\n".encode()[:3])
+    return "dev.tgt"
+
+
 def _missing_section(data: Path) -> str:
     manifest = _manifest(data)
     del manifest["splits"]
@@ -100,6 +111,8 @@ DATA_DAMAGE: list[Callable[[Path], str]] = [
     _wrong_dtype_ids,
     _junk_tokenizer,
     _missing_tokenizer,
+    _cut_dev_reference,
+    _dev_reference_cut_inside_a_character,
     _missing_section,
 ]
 
