@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import subprocess
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -126,6 +128,10 @@ def teacher_links(
             )
             forward_links = [parse_pharaoh(line) for line in read_lines(Path(forward))]
             reverse_links = [parse_pharaoh(line) for line in read_lines(Path(reverse))]
+        except subprocess.CalledProcessError as exc:  # eflomal runs its sampler as a program
+            if exc.returncode in (-signal.SIGINT, -signal.SIGTERM):  # Ctrl-C reached it too
+                raise KeyboardInterrupt from None
+            raise NmtError(f"the teacher {TEACHER} failed (exit {exc.returncode})") from None
         except (OSError, RuntimeError, ValueError, NmtError) as exc:
             raise NmtError(f"the teacher {TEACHER} failed: {exc}") from None
     if not len(forward_links) == len(reverse_links) == len(src_units):

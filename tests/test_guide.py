@@ -110,6 +110,25 @@ def test_without_eflomal_the_teacher_says_how_to_get_it(monkeypatch):
     assert "nmt-cli[align]" in message and "--alignments" in message and "\n" not in message
 
 
+@pytest.mark.parametrize(("code", "raised"), [(-2, KeyboardInterrupt), (1, NmtError)])
+def test_a_teacher_stopped_by_ctrl_c_is_an_interrupt_and_a_failed_one_an_error(
+    monkeypatch, code, raised
+):
+    import subprocess
+    import types
+
+    class Stopped:  # eflomal runs its sampler as a child process, which Ctrl-C reaches too
+        def __init__(self, **_options):
+            pass
+
+        def align(self, *_args, **_files):
+            raise subprocess.CalledProcessError(code, ["eflomal-align"])
+
+    monkeypatch.setitem(sys.modules, "eflomal", types.SimpleNamespace(Aligner=Stopped))
+    with pytest.raises(raised):  # Ctrl-C: exit 130 "interrupted", not a traceback
+        teacher_links([["a"]], [["x"]])
+
+
 def test_units_eflomal_would_split_are_kept_whole():
     assert guide._line(["a", "", "b c"]) == "a ▁ b▁c"
     assert guide._line(["a", " ", "b\u3000c"]) == "a ▁ b▁c"
