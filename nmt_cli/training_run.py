@@ -169,6 +169,7 @@ def write_shortlist(data_dir: Path, model_dir: Path) -> Path:
     from nmt_cli.data.datadir import load_data_dir
     from nmt_cli.shortlist import shortlist_of
 
+    checkpoint.check_model_dir(model_dir)  # never a shortlist.npz into another directory
     data = load_data_dir(data_dir)
     checkpoint.check_trained_on(model_dir, data.fingerprint, data.path)
     path = model_dir / checkpoint.SHORTLIST_FILE

@@ -228,12 +228,19 @@ def test_translate_cli_with_shortlist(toy_model_dir, tmp_path):
 def test_shortlist_command_writes_the_shortlist(toy_data_dir, toy_model_dir, tmp_path):
     target = tmp_path / "model"
     target.mkdir()
+    for name in ("model.pt", "src.model", "tgt.model"):  # a model without its shortlist
+        (target / name).write_bytes((toy_model_dir / name).read_bytes())
     assert invoke("shortlist", toy_data_dir, target).exit_code == 0
     written = Shortlist.load(target / SHORTLIST_FILE)
     original = Shortlist.load(toy_model_dir / SHORTLIST_FILE)
     np.testing.assert_array_equal(written.candidates, original.candidates)
     result = invoke("shortlist", toy_data_dir, tmp_path / "nope")
-    assert result.exit_code == 3 and "not a directory" in result.stderr
+    assert result.exit_code == 3 and "does not exist" in result.stderr
+    for other in (toy_data_dir, tmp_path):  # a data directory, a directory of anything
+        before = sorted(p.name for p in other.iterdir())
+        refused = invoke("shortlist", toy_data_dir, other)
+        assert refused.exit_code == 3 and "nmt train" in refused.stderr, refused.stderr
+        assert sorted(p.name for p in other.iterdir()) == before  # nothing written into it
     meta = toy_model_dir / "meta.json"
     (target / "meta.json").write_text(
         meta.read_text().replace('"data_fingerprint": "', '"data_fingerprint": "x')

@@ -102,7 +102,14 @@ def train(
 
     A flag given overrides the --config file, which overrides the defaults shown."""
     given = dict(locals())  # every flag, None where not given: then the config file decides
+    if nproc < 1:
+        from nmt_cli.errors import ConfigError
+
+        raise ConfigError(f"--nproc must be at least 1, got {nproc}")
     if nproc > 1:
+        from nmt_cli.data.datadir import load_data_dir
+
+        load_data_dir(data_dir)  # refused here once, not by every process with a torchrun trace
         _launch_torchrun(nproc)
     from nmt_cli.cli.boundary import stderr_console
     from nmt_cli.config import parse_duration

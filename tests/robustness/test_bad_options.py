@@ -113,6 +113,17 @@ def test_train_option_out_of_range(toy_data_dir, tmp_path, args, named):
     assert not out.exists()
 
 
+def test_train_nproc_is_checked_before_any_process_starts(toy_data_dir, tmp_path):
+    out = tmp_path / "model"
+    for value in ("0", "-1"):
+        assert_refused(invoke("train", toy_data_dir, "-o", out, "--nproc", value), 2, "--nproc")
+    missing = tmp_path / "no-data"  # refused once, here, not by every process under torchrun
+    result = invoke("train", missing, "-o", out, "--nproc", "2")
+    assert_refused(result, 3, str(missing))
+    assert "ChildFailedError" not in result.output
+    assert not out.exists()
+
+
 def test_train_refuses_an_empty_max_time(toy_data_dir, tmp_path):
     out = tmp_path / "model"
     small = ("--max-steps", "1", "--emb-size", "8", "--hidden-size", "8", "--valid-every", "1")
