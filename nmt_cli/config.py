@@ -225,6 +225,9 @@ def load_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
 
 
+_DERIVED = frozenset({"src_vocab_size", "tgt_vocab_size", "align_shift"})  # set by nmt train
+
+
 def resolve(
     config_file: Path | None,
     overrides: dict[str, dict[str, Any]],
@@ -239,6 +242,13 @@ def resolve(
             raise ConfigError(
                 f"{source}: [{section}] must be a table of keys, e.g. [{section}] then key = value lines"
             )
+    derived = sorted(_DERIVED & set(data.get("model", {}))) if config_file else []
+    if derived:  # a saved config.json (resume) holds them; a user's file may not
+        raise ConfigError(
+            f"{source}: [model] sets {', '.join(derived)}, which nmt train derives (the "
+            "vocabulary sizes from the data directory, align_shift from the decoder style under "
+            f"guided alignment): remove {'it' if len(derived) == 1 else 'them'}"
+        )
     for section, values in overrides.items():
         merged = dict(data.get(section, {}))
         merged.update({k: v for k, v in values.items() if v is not None})

@@ -18,9 +18,11 @@ from nmt_cli.progress import Event, OnEvent, ignore
 def _with_vocab(config: Config, src_vocab: int, tgt_vocab: int) -> Config:
     import dataclasses
 
-    model = dataclasses.replace(config.model, src_vocab_size=src_vocab, tgt_vocab_size=tgt_vocab)
-    if config.train.guided_alignment:  # the attention learns to align where the word is read
-        model = dataclasses.replace(model, align_shift=input_step_offset(model.decoder_style))
+    # guided: the attention learns to align where the word is read; else at the step itself
+    shift = input_step_offset(config.model.decoder_style) if config.train.guided_alignment else 0
+    model = dataclasses.replace(
+        config.model, src_vocab_size=src_vocab, tgt_vocab_size=tgt_vocab, align_shift=shift
+    )
     return dataclasses.replace(config, model=model)
 
 

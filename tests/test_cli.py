@@ -310,6 +310,15 @@ def test_train_unknown_config_key_lists_valid_ones(toy_data_dir, tmp_path):
     )
 
 
+@pytest.mark.parametrize("setting", ["align_shift = 7", "src_vocab_size = 5"])
+def test_train_refuses_a_config_that_sets_what_training_derives(toy_data_dir, tmp_path, setting):
+    config = tmp_path / "c.toml"
+    config.write_text(f"[model]\n{setting}\n")  # align_shift moved translate --align's links
+    result = invoke("train", toy_data_dir, "-o", tmp_path / "m", "--config", config)
+    assert result.exit_code == 2 and "which nmt train derives" in result.stderr
+    assert setting.split()[0] in result.stderr and not (tmp_path / "m").exists()
+
+
 @pytest.mark.parametrize("beam", [1, 3])
 def test_max_len_caps_every_output_at_that_many_pieces(toy_model_dir, beam):
     from nmt_cli.translator import SearchOptions, Translator
