@@ -114,6 +114,13 @@ def _build(cls: type, values: dict[str, Any], where: str):
     typed = {}
     for name, value in values.items():
         expected = type(getattr(defaults, name))
+        if name == "max_time" and isinstance(value, str):  # "20m", as --max-time takes it
+            try:
+                value = parse_duration(value)
+            except ConfigError:
+                raise ConfigError(
+                    f"{where} max_time must be seconds or look like 90s, 20m or 1.5h, got {value!r}"
+                ) from None
         typed[name] = _coerce(value, expected, f"{where} {name}")
     return dataclasses.replace(defaults, **typed)
 

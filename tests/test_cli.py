@@ -310,6 +310,16 @@ def test_train_unknown_config_key_lists_valid_ones(toy_data_dir, tmp_path):
     )
 
 
+def test_a_config_file_takes_max_time_as_the_flag_does():
+    from nmt_cli.config import Config
+    from nmt_cli.errors import ConfigError
+
+    assert Config.from_dict({"train": {"max_time": "20m"}}).train.max_time == 1200.0
+    assert Config.from_dict({"train": {"max_time": 90}}).train.max_time == 90.0  # seconds
+    with pytest.raises(ConfigError, match=r"c.toml \[train\] max_time must be seconds or look"):
+        Config.from_dict({"train": {"max_time": "soon"}}, "c.toml")
+
+
 @pytest.mark.parametrize("setting", ["align_shift = 7", "src_vocab_size = 5"])
 def test_train_refuses_a_config_that_sets_what_training_derives(toy_data_dir, tmp_path, setting):
     config = tmp_path / "c.toml"
