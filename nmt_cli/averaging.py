@@ -52,6 +52,7 @@ def average_checkpoints(model_dir: Path, last: int, out_dir: Path, force: bool =
         )
     sources = kept[-last:]
     payloads = [checkpoint.load(path) for path in sources]
+    _check_one_run(payloads, sources)
     weights = mean_weights([p["weights"] for p in payloads], sources)
     config = payloads[-1]["config"]
     checkpoint.build_model({"config": config, "weights": weights}, sources[-1])  # fits its config
@@ -76,6 +77,28 @@ def average_checkpoints(model_dir: Path, last: int, out_dir: Path, force: bool =
                 atomic.write_bytes(stage / name, (model_dir / name).read_bytes())
         checkpoint.save_best(stage, config, weights, meta)
     return Averaged(out_dir, sources)
+
+
+def _check_one_run(payloads: list[dict], paths: list[Path]) -> None:
+    """Refuse checkpoints that cannot come from one training run: another architecture or
+    dropout, or other data (where recorded). Copies of one checkpoint pass: their mean is it."""
+    first = payloads[0]
+    for path, payload in zip(paths, payloads, strict=True):
+        theirs = payload.get("config", {}).get("model") or {}
+        ours = first.get("config", {}).get("model") or {}
+        if theirs != ours:
+            differ = sorted(k for k in {**theirs, **ours} if theirs.get(k) != ours.get(k))
+            raise ArtifactError(
+                f"{path} has other model settings ({', '.join(differ)}) than {paths[0]}: average "
+                "checkpoints of one training run"
+            )
+        meta, first_meta = payload.get("meta", {}), first.get("meta", {})
+        data, first_data = meta.get("data_fingerprint"), first_meta.get("data_fingerprint")
+        if data and first_data and data != first_data:
+            raise ArtifactError(
+                f"{path} was trained on other data than {paths[0]}: average checkpoints of one "
+                "training run"
+            )
 
 
 def mean_weights(states: list[dict[str, torch.Tensor]], paths: list[Path]) -> dict:

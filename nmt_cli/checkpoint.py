@@ -360,6 +360,7 @@ def save_resume(model_dir: Path, state: dict[str, Any], keep: int = 0) -> None:
             "epoch": counted_epoch(progress["epoch"], progress["batch_index"]),  # as logged
             "tokens_seen": progress.get("tokens_seen"),
             "train_seconds": round(progress.get("train_seconds", 0.0), 1),
+            "data_fingerprint": state.get("data_fingerprint"),  # nmt average checks it
         }
         weights = {"config": state["config"], "weights": state["weights"], "meta": meta}
         save_kept(model_dir, progress["step"], weights, keep)

@@ -90,6 +90,26 @@ def test_checkpoints_of_other_shapes_are_refused(kept_model_dir, tmp_path):
     assert not (tmp_path / "avg" / checkpoint.MODEL_FILE).exists()
 
 
+@pytest.mark.parametrize("other", ["dropout", "data"])
+def test_checkpoints_of_another_run_with_the_same_shapes_are_refused(
+    kept_model_dir, tmp_path, other
+):
+    model_dir = tmp_path / "model"
+    shutil.copytree(kept_model_dir, model_dir)
+    last = checkpoint.kept_checkpoints(model_dir)[-1]
+    payload = checkpoint.load(last)
+    assert payload["meta"]["data_fingerprint"]  # kept checkpoints record their data
+    if other == "dropout":
+        payload["config"]["model"]["dropout"] = 0.5
+    else:
+        payload["meta"]["data_fingerprint"] = "another corpus"
+    checkpoint.save(last, payload)
+    result = invoke("average", model_dir, "--last", "2", "-o", tmp_path / "avg")
+    told = "other model settings (dropout)" if other == "dropout" else "trained on other data"
+    assert result.exit_code == 3 and told in result.stderr, result.stderr
+    assert "one training run" in result.stderr and not (tmp_path / "avg").exists()
+
+
 def test_average_replaces_only_a_model_directory_and_only_with_force(kept_model_dir, tmp_path):
     kept_model = kept_model_dir
     out = tmp_path / "averaged"
