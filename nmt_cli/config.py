@@ -221,7 +221,8 @@ def load_toml(path: Path) -> dict[str, Any]:
     check_regular(path, "config file ")
     try:
         with open(path, "rb") as handle:
-            return tomllib.load(handle)
+            # a UTF-8 BOM (Windows editors write one) is no part of TOML: dropped, as in text
+            return tomllib.loads(handle.read().removeprefix(b"\xef\xbb\xbf").decode("utf-8"))
     except FileNotFoundError:
         raise ConfigError(
             f"config file {path} does not exist: check the path or drop --config"

@@ -310,6 +310,14 @@ def test_train_unknown_config_key_lists_valid_ones(toy_data_dir, tmp_path):
     )
 
 
+def test_a_config_file_may_start_with_a_byte_order_mark(tmp_path):
+    from nmt_cli.config import load_toml
+
+    config = tmp_path / "c.toml"
+    config.write_bytes(b"\xef\xbb\xbf[model]\nhidden_size = 64\n")  # as Notepad saves it
+    assert load_toml(config) == {"model": {"hidden_size": 64}}
+
+
 def test_a_config_file_takes_max_time_as_the_flag_does():
     from nmt_cli.config import Config
     from nmt_cli.errors import ConfigError
