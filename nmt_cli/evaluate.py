@@ -128,7 +128,8 @@ def check_line_counts(files: Sequence[tuple[str | os.PathLike, Sequence[str]]]) 
             longer, more = (name, lines) if len(lines) > len(first_lines) else files[0]
             blank = len(more) - min(len(lines), len(first_lines))
             if not any(more[-blank:]):  # the longer one only has empty lines past the other's end
-                fix = f"{longer} ends with {_lines(blank)} left empty: remove {'it' if blank == 1 else 'them'}"
+                them = "it" if blank == 1 else "them"
+                fix = f"{longer} ends with {_lines(blank)} left empty: remove {them}"
             raise InputError(
                 f"{first_name} has {_lines(len(first_lines))} but {name} has {len(lines):,}: {fix}"
             )

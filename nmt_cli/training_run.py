@@ -99,9 +99,7 @@ def run_training(
     config = _with_vocab(
         config, Tokenizer(data.src_spm).vocab_size, Tokenizer(data.tgt_spm).vocab_size
     )
-    from nmt_cli.validation import dev_references
-
-    dev_references(data)  # a damaged dev reference fails now, not at the first validation
+    _ = data.dev_references  # a damaged dev reference fails now (read once, kept for BLEU)
     _prepare_model_dir(output, resume, force)  # every rank checks; creating it is idempotent
     ranks = from_environment(pick_device(config.train.device).type == "cuda")
     try:

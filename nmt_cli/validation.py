@@ -45,30 +45,6 @@ class DevScores:
         }
 
 
-def dev_references(data: DataDir) -> list[str]:
-    """The dev split's target text (none without a dev split); ArtifactError for a file that is
-    damaged or cut short (fewer lines than the dev ids), so `nmt train` can fail at the start
-    rather than at its first validation."""
-    from nmt_cli.errors import ArtifactError, InputError
-    from nmt_cli.lines import read_lines
-
-    if not data.has_split("dev"):
-        return []
-    path = data.text("dev", "tgt")
-    fix = f"re-create {data.path} with `nmt prepare`"
-    try:
-        lines = list(read_lines(path))
-    except InputError as exc:
-        raise ArtifactError(f"{exc}; the data directory is damaged: {fix}") from None
-    expected = len(data.ids("dev", "src"))
-    if len(lines) != expected:
-        raise ArtifactError(
-            f"{path} has {len(lines):,} lines but the dev split has {expected:,} sentences: "
-            f"the data directory is damaged: {fix}"
-        )
-    return lines
-
-
 class Validator:
     """Scores a model on a data directory's dev split; the target tokenizer is loaded once."""
 
@@ -78,7 +54,6 @@ class Validator:
         self.device = device
         self.autocast: AbstractContextManager = autocast
         self._tokenizer = None
-        self._references = dev_references(data)
 
     def __call__(self, model: Seq2Seq) -> DevScores:
         started = time.monotonic()
@@ -116,7 +91,7 @@ class Validator:
             self._tokenizer = Tokenizer(self.data.tgt_spm)
         src = self.data.ids("dev", "src")
         picked = spread_sample(len(src), self.config.valid_sentences)
-        refs = [self._references[i] for i in picked]
+        refs = [self.data.dev_references[i] for i in picked]
         sources = [src[i][: self.config.max_len] for i in picked]
         model.eval()
         with self.autocast:

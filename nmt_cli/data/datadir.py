@@ -12,6 +12,7 @@ Layout (every name is relative to the directory, and prepare.json lists them):
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -84,6 +85,30 @@ class DataDir:
     def text(self, split: str, side: str) -> Path:
         """The cleaned text file of one side (src/tgt) of one split (train/dev/test)."""
         return self.path / self._entry(split)["text"][_check_side(side)]
+
+    @functools.cached_property
+    def dev_references(self) -> list[str]:
+        """The dev split's target text (none without a dev split), read once; ArtifactError for
+        a file that is damaged or cut short (fewer lines than the dev ids), so that `nmt train`
+        fails at its start rather than at its first validation."""
+        from nmt_cli.errors import InputError
+        from nmt_cli.lines import read_lines
+
+        if not self.has_split("dev"):
+            return []
+        path = self.text("dev", "tgt")
+        fix = f"re-create {self.path} with `nmt prepare`"
+        try:
+            lines = list(read_lines(path))
+        except InputError as exc:
+            raise ArtifactError(f"{exc}; the data directory is damaged: {fix}") from None
+        expected = len(self.ids("dev", "src"))
+        if len(lines) != expected:
+            raise ArtifactError(
+                f"{path} has {len(lines):,} lines but the dev split has {expected:,} sentences: "
+                f"the data directory is damaged: {fix}"
+            )
+        return lines
 
     def ids(self, split: str, side: str) -> TokenIds:
         """The token ids of one side of one split, memory-mapped."""
