@@ -1,4 +1,4 @@
-"""`--quantize`: int8 dynamic quantization of every linear and recurrent layer for CPU search."""
+"""`--quantize`: int8 dynamic quantization of the linear and recurrent layers for CPU search."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from cli_runner import invoke
 from torch.ao.nn.quantized import dynamic as qdynamic
 
 from nmt_cli.checkpoint import quantize_model
+from nmt_cli.config import ModelConfig
 from nmt_cli.model.gru import FastGRU
+from nmt_cli.model.seq2seq import Seq2Seq
 from nmt_cli.specials import BOS_ID
 from nmt_cli.translator import Translator
 
@@ -24,6 +26,22 @@ def test_every_linear_and_recurrent_layer_is_quantized(toy_model_dir):
     assert isinstance(model.encoder.rnn, qdynamic.GRU)
     assert isinstance(model.decoder.rnn, qdynamic.GRU)
     assert isinstance(model.generator, qdynamic.Linear)
+
+
+def test_additive_attention_keeps_its_score_vector_in_float():
+    """v's input is the (rows, S, A) tensor of every step: quantizing it costs more than the
+    int8 product saves, so v alone stays a float layer."""
+    config = ModelConfig(
+        src_vocab_size=30, tgt_vocab_size=30, emb_size=8, hidden_size=4, attention="additive"
+    )
+    model = quantize_model(Seq2Seq(config).eval())
+    float_layers = [
+        name for name, module in model.named_modules() if type(module) is torch.nn.Linear
+    ]
+    assert float_layers == ["decoder.attention.v"]
+    assert isinstance(model.decoder.attention.query_proj, qdynamic.Linear)
+    assert isinstance(model.decoder.attention.key_proj, qdynamic.Linear)
+    assert isinstance(model.decoder.rnn, qdynamic.GRU)
 
 
 def test_quantizing_leaves_the_given_model_as_it_was(toy_model_dir):
