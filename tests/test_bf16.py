@@ -1,5 +1,5 @@
-"""`--bf16`: bfloat16 weights and products for search, float32 scores; refused where the CPU
-would only emulate bfloat16."""
+"""`--bf16`: bfloat16 weights and products for search, float32 scores and attention; refused
+where the CPU would only emulate bfloat16."""
 
 from __future__ import annotations
 
@@ -11,6 +11,10 @@ from cli_runner import invoke
 from test_quantize import probs_after_three_steps
 
 from nmt_cli import device
+from nmt_cli.checkpoint import to_bf16
+from nmt_cli.config import ModelConfig
+from nmt_cli.model.seq2seq import Seq2Seq
+from nmt_cli.specials import BOS_ID
 from nmt_cli.translator import Translator
 
 NATIVE = device.native_bf16()
@@ -22,7 +26,8 @@ LINES = ["apple river", "", "green bird sun", "stone"]
 def test_a_bf16_model_scores_like_the_float_one_in_float32(toy_model_dir):
     exact = Translator.load(toy_model_dir, device="cpu")
     half = Translator.load(toy_model_dir, device="cpu", bf16=True)
-    assert {p.dtype for p in half.model.parameters()} == {torch.bfloat16}
+    float32 = {name for name, p in half.model.named_parameters() if p.dtype == torch.float32}
+    assert float32 == {"decoder.attention.key_proj.weight"}  # general attention's keys
     assert {p.dtype for p in exact.model.parameters()} == {torch.float32}  # not converted
     probs = []
     for translator in (exact, half):
@@ -31,6 +36,24 @@ def test_a_bf16_model_scores_like_the_float_one_in_float32(toy_model_dir):
         probs.append(step_probs)
     assert (probs[0] - probs[1]).abs().max() < 0.05
     assert not torch.equal(probs[0], probs[1])  # the products did run in bfloat16
+
+
+@needs_bf16
+def test_additive_attention_of_a_bf16_model_runs_in_float32_but_its_query_projection():
+    config = ModelConfig(
+        src_vocab_size=30, tgt_vocab_size=30, emb_size=8, hidden_size=4, attention="additive"
+    )
+    model = to_bf16(Seq2Seq(config).eval(), torch.device("cpu"))
+    float32 = {name for name, p in model.named_parameters() if p.dtype == torch.float32}
+    assert float32 == {"decoder.attention.key_proj.weight", "decoder.attention.v.weight"}
+    with torch.inference_mode():
+        state = model.encode(torch.tensor([[5, 9, 3], [6, 3, 0]]), torch.tensor([3, 2]))
+        log_probs, (decoder_state, memory), weights = model.step_log_probs(
+            torch.full((2,), BOS_ID), state
+        )
+    assert memory.keys.dtype == memory.states.dtype == torch.float32
+    assert weights.dtype == log_probs.dtype == torch.float32
+    assert decoder_state.hidden.dtype == torch.bfloat16  # the recurrence stays bfloat16
 
 
 @needs_bf16

@@ -51,6 +51,7 @@ class Seq2Seq(nn.Module):
         """Encoder states and key projections (once per batch) and the decoder's initial state;
         `embedded` optionally stands in for the source embeddings (see `Encoder.forward`)."""
         states, final = self.encoder(src, src_lengths, embedded)
+        states = states.float()  # attention's values: float32 in every model (see attention.py)
         mask = src != PAD_ID  # (B, S)
         attention = self.decoder.attention
         keys = attention.project_keys(states) if attention is not None else states
