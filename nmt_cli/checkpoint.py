@@ -308,12 +308,16 @@ def quantize_model(model: Seq2Seq) -> Seq2Seq:
         return quantize_dynamic(model, spec, dtype=torch.qint8, inplace=True)
 
 
+BF16_ROW_BUCKET = 32  # a bfloat16 model's search steps run on a multiple of this many rows
+
+
 def to_bf16(model: Seq2Seq, device: torch.device) -> Seq2Seq:
     """The model in bfloat16 for inference: weights, matrix products and recurrent states (8
     significant bits instead of float32's 24). The output layer's logits are turned into float32
     before the log-softmax, and the search's scores stay float32. Attention runs in float32 but
     for its query projection (see nmt_cli/model/attention.py): on the CPU that made beam 5 at
-    batch 64 about 1.35× as fast as with all of it in bfloat16.
+    batch 64 about 1.35× as fast as with all of it in bfloat16. Search steps pad their rows to
+    a multiple of `BF16_ROW_BUCKET` (see `padded_rows`), shortlists their columns.
 
     On CPUs with AMX (Intel Sapphire Rapids and later) a bfloat16 product runs several times as
     fast as a float32 one; without AMX or AVX-512 BF16, torch emulates it, slower than float32,
@@ -331,6 +335,7 @@ def to_bf16(model: Seq2Seq, device: torch.device) -> Seq2Seq:
     model = model.to(torch.bfloat16)
     if model.decoder.attention is not None:
         model.decoder.attention.keep_keys_float32()
+    model.decoder.row_bucket = BF16_ROW_BUCKET
     return model
 
 

@@ -30,6 +30,7 @@ from nmt_cli.shortlist import Shortlist
 from nmt_cli.specials import BOS_ID, EOS_ID
 
 _SPACES = re.compile(" {2,}")
+SHORTLIST_COLUMN_BUCKET = 256  # a bfloat16 model's shortlist width is a multiple of this
 
 
 @dataclass
@@ -126,7 +127,9 @@ def _search_batch(
         assert shortlist is None, "an ensemble has no shortlist"
         step, reorder = mean_step([m.step_log_probs for m in models], [m.reorder for m in models])
     if shortlist is not None:  # the search runs over columns of `ids`
-        ids, allowed = _shortlist_columns(shortlist, sources)
+        # a bfloat16 model pads the batch's columns too, to few shapes (see `padded_rows`)
+        columns = SHORTLIST_COLUMN_BUCKET if model.decoder.row_bucket else 0
+        ids, allowed = _shortlist_columns(shortlist, sources, columns, model.config.tgt_vocab_size)
         output = output or OutputLayer.of(model.generator)
         step = model.shortlist_step(torch.from_numpy(ids).to(device), allowed.to(device), output)
         bos, eos = int(np.searchsorted(ids, BOS_ID)), int(np.searchsorted(ids, EOS_ID))
@@ -244,10 +247,17 @@ def _without_attention(step):
     return without
 
 
-def _shortlist_columns(shortlist: Shortlist, sources: Sequence[np.ndarray]):
-    """The batch's target ids (K,), sorted, and which of them each sentence may produce (B, K)."""
+def _shortlist_columns(
+    shortlist: Shortlist, sources: Sequence[np.ndarray], multiple: int = 0, vocab: int = 0
+):
+    """The batch's target ids (K,), sorted, and which of them each sentence may produce (B, K).
+    With `multiple`, K is padded up to a multiple of it (at most `vocab`) with ids that no
+    sentence may produce."""
     lists = [shortlist.ids_for([source]) for source in sources]
     ids = np.unique(np.concatenate([*lists, [BOS_ID, EOS_ID]])).astype(np.int64)
+    if multiple and len(ids) % multiple:
+        spare = np.setdiff1d(np.arange(vocab), ids)[: -len(ids) % multiple]
+        ids = np.union1d(ids, spare)
     allowed = np.zeros((len(sources), len(ids)), dtype=bool)
     for row, own in enumerate(lists):
         allowed[row, np.searchsorted(ids, own)] = True

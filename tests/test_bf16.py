@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 from cli_runner import invoke
@@ -13,8 +14,10 @@ from test_quantize import probs_after_three_steps
 from nmt_cli import device
 from nmt_cli.checkpoint import to_bf16
 from nmt_cli.config import ModelConfig
+from nmt_cli.decoding import _shortlist_columns
+from nmt_cli.model.decoder import padded_rows
 from nmt_cli.model.seq2seq import Seq2Seq
-from nmt_cli.specials import BOS_ID
+from nmt_cli.specials import BOS_ID, EOS_ID
 from nmt_cli.translator import Translator
 
 NATIVE = device.native_bf16()
@@ -88,3 +91,36 @@ def test_bf16_and_quantize_are_refused_together(toy_model_dir):
     result = invoke("translate", "-m", toy_model_dir, "--bf16", "--quantize", input="a\n")
     assert result.exit_code == 2
     assert "choose one" in result.stderr and "Traceback" not in result.output
+
+
+def test_padded_rows_gives_each_row_what_it_gives_alone():
+    seen = []
+
+    def row_sums(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        seen.append(x.size(0))
+        return x.sum(1) + y[:, 0]
+
+    x, y = torch.randn(37, 4), torch.randn(37, 2)
+    padded = padded_rows(row_sums, 32, x, y)
+    assert seen == [64]  # the rows were padded to the bucket
+    assert torch.equal(padded, row_sums(x, y))  # and cut back: the same 37 results
+    assert seen[-1] == 37
+    assert torch.equal(padded_rows(row_sums, 0, x, y), padded)  # bucket 0: as they are
+    assert seen[-1] == 37
+
+
+def test_a_bf16_shortlist_is_padded_with_closed_columns():
+    class Lists:  # one sentence may produce 3, 7 and 8; the other 5
+        def ids_for(self, sources):
+            return np.array([3, 7, 8] if len(sources[0]) == 2 else [5])
+
+    sources = [np.array([4, 4]), np.array([6])]
+    ids, allowed = _shortlist_columns(Lists(), sources)
+    assert ids.tolist() == sorted({3, 5, 7, 8, BOS_ID, EOS_ID})
+    wide, wide_allowed = _shortlist_columns(Lists(), sources, multiple=8, vocab=30)
+    assert len(wide) == 8 and list(wide) == sorted(wide) and set(ids) <= set(wide)
+    kept = np.searchsorted(wide, ids)
+    assert torch.equal(wide_allowed[:, kept], allowed)  # the same columns open as before
+    assert wide_allowed.sum() == allowed.sum()  # and no other
+    tight = _shortlist_columns(Lists(), sources, multiple=16, vocab=9)[0]
+    assert tight.tolist() == list(range(9))  # no more ids than the vocabulary has

@@ -13,6 +13,7 @@ h̃_t = tanh(W_c d_t).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -124,6 +125,21 @@ def _in_place(count: int, group: int, device: torch.device) -> torch.Tensor:
 _CELL_WEIGHTS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
 
 
+def padded_rows(fn: Callable[..., torch.Tensor], bucket: int, *inputs: torch.Tensor):
+    """fn(*inputs), for inputs whose first dimension counts the same R rows, run on those rows
+    padded with zeros to a multiple of `bucket` (0: run as they are) and cut back to R rows.
+
+    A search's row count changes as sentences finish; padding keeps the matrix shapes few. For
+    bfloat16 on the CPU, oneDNN builds a kernel for every new shape (about 2 ms each, measured
+    on an AMX Xeon), which otherwise cost a fresh process a quarter of its search time."""
+    rows = inputs[0].size(0)
+    extra = -rows % bucket if bucket else 0
+    if not extra:
+        return fn(*inputs)
+    padded = [nn.functional.pad(x, (0, 0) * (x.dim() - 1) + (0, extra)) for x in inputs]
+    return fn(*padded)[:rows]
+
+
 @dataclass
 class DecoderState:
     """The recurrent state carried from one target step to the next."""
@@ -152,6 +168,8 @@ class DecoderState:
 
 
 class Decoder(nn.Module):
+    row_bucket = 0  # search steps pad their rows to a multiple of this (see `padded_rows`)
+
     def __init__(self, config: ModelConfig, embedding: nn.Embedding, memory_size: int):
         super().__init__()
         self.style = config.decoder_style
@@ -223,7 +241,9 @@ class Decoder(nn.Module):
         return vector, DecoderState(hidden, None), weights.squeeze(1)
 
     def _project(self, features: torch.Tensor) -> torch.Tensor:
-        return self._drop(torch.tanh(self.combine(features)))
+        if self.training:
+            return self.dropout(torch.tanh(self.combine(features)))
+        return torch.tanh(padded_rows(self.combine, self.row_bucket, features))
 
     def _drop(self, x: torch.Tensor) -> torch.Tensor:
         """Dropout while training; at inference `x` itself, without a module call per step."""
@@ -239,7 +259,11 @@ class Decoder(nn.Module):
         rnn, layer_input, states = self.rnn, x.squeeze(1), []
         for layer in range(rnn.num_layers):
             weights = [getattr(rnn, f"{name}_l{layer}") for name in _CELL_WEIGHTS]
-            layer_input = torch.gru_cell(layer_input, hidden[layer], *weights)
+
+            def cell(rows: torch.Tensor, state: torch.Tensor, weights=weights) -> torch.Tensor:
+                return torch.gru_cell(rows, state, *weights)
+
+            layer_input = padded_rows(cell, self.row_bucket, layer_input, hidden[layer])
             states.append(layer_input)
         new = states[0].unsqueeze(0) if len(states) == 1 else torch.stack(states)
         return layer_input.unsqueeze(1), new

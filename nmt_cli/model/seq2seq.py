@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from nmt_cli.config import ModelConfig
-from nmt_cli.model.decoder import Decoder, DecoderState, Memory
+from nmt_cli.model.decoder import Decoder, DecoderState, Memory, padded_rows
 from nmt_cli.model.encoder import Encoder
 from nmt_cli.specials import BOS_ID, PAD_ID
 
@@ -81,7 +81,7 @@ class Seq2Seq(nn.Module):
 
     def output_log_probs(self, vectors: torch.Tensor) -> torch.Tensor:
         """Float32 log-probs (N, V) of attentional vectors (N, O), PAD and BOS closed."""
-        logits = self.generator(vectors).float()
+        logits = padded_rows(self.generator, self.decoder.row_bucket, vectors).float()
         logits[:, PAD_ID] = float("-inf")
         logits[:, BOS_ID] = float("-inf")
         return torch.log_softmax(logits, dim=-1)
@@ -100,7 +100,7 @@ class Seq2Seq(nn.Module):
         def step(prev: torch.Tensor, search_state: SearchState):
             state, memory = search_state
             vector, state, weights = self.decoder.step(ids[prev], state, memory)
-            logits = project(vector.squeeze(1)).float()
+            logits = padded_rows(project, self.decoder.row_bucket, vector.squeeze(1)).float()
             logits = logits.masked_fill(closed.for_rows(memory), float("-inf"))
             return torch.log_softmax(logits, dim=-1), (state, memory), weights
 
