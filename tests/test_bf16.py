@@ -107,6 +107,10 @@ def test_padded_rows_gives_each_row_what_it_gives_alone():
     assert seen[-1] == 37
     assert torch.equal(padded_rows(row_sums, 0, x, y), padded)  # bucket 0: as they are
     assert seen[-1] == 37
+    assert torch.equal(padded_rows(row_sums, 32, x[:5], y[:5]), padded[:5])
+    assert seen[-1] == 5  # no more rows than the bucket: as they are
+    padded_rows(row_sums, 32, x[:33], y[:33])
+    assert seen[-1] == 64
 
 
 def test_a_bf16_shortlist_is_padded_with_closed_columns():

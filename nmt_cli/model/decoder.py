@@ -127,13 +127,15 @@ _CELL_WEIGHTS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
 
 def padded_rows(fn: Callable[..., torch.Tensor], bucket: int, *inputs: torch.Tensor):
     """fn(*inputs), for inputs whose first dimension counts the same R rows, run on those rows
-    padded with zeros to a multiple of `bucket` (0: run as they are) and cut back to R rows.
+    padded with zeros to a multiple of `bucket` and cut back to R rows; run as they are when R
+    is at most `bucket` (or `bucket` is 0).
 
     A search's row count changes as sentences finish; padding keeps the matrix shapes few. For
     bfloat16 on the CPU, oneDNN builds a kernel for every new shape (about 2 ms each, measured
-    on an AMX Xeon), which otherwise cost a fresh process a quarter of its search time."""
+    on an AMX Xeon), which otherwise cost a fresh process a quarter of its search time. A beam
+    of one sentence has too few rows to pad: padded to 32, or to 8, its 5 rows ran slower."""
     rows = inputs[0].size(0)
-    extra = -rows % bucket if bucket else 0
+    extra = -rows % bucket if bucket and rows > bucket else 0
     if not extra:
         return fn(*inputs)
     padded = [nn.functional.pad(x, (0, 0) * (x.dim() - 1) + (0, extra)) for x in inputs]
