@@ -100,9 +100,9 @@ class Seq2Seq(nn.Module):
         def step(prev: torch.Tensor, search_state: SearchState):
             state, memory = search_state
             vector, state, weights = self.decoder.step(ids[prev], state, memory)
-            logits = padded_rows(project, self.decoder.row_bucket, vector.squeeze(1)).float()
-            logits = logits.masked_fill(closed.for_rows(memory), float("-inf"))
-            return torch.log_softmax(logits, dim=-1), (state, memory), weights
+            logits = padded_rows(project, self.decoder.row_bucket, vector.squeeze(1))
+            logits.masked_fill_(closed.for_rows(memory), float("-inf"))  # a fresh tensor
+            return torch.log_softmax(logits, -1, dtype=torch.float32), (state, memory), weights
 
         return step
 
