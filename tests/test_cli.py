@@ -19,6 +19,29 @@ def test_every_command_has_help(command):
     assert "Usage" in result.output and len(result.output.splitlines()) > 5
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["train", "data", "--emb-size", "1e3"], "error: invalid value for '--emb-size': '1e3' "
+         "is not a valid int; see 'nmt train -h'"),
+        (["translate", "--beem", "3"], "error: no such option: --beem (Possible options: "
+         "--beam, --nbest); see 'nmt translate -h'"),
+        (["train"], "error: missing argument 'data_dir'; see 'nmt train -h'"),
+        (["frob"], "error: no such command 'frob'; see 'nmt -h'"),
+    ],
+)  # fmt: skip
+def test_usage_errors_are_one_line_with_exit_code_2(args, message):
+    result = invoke(*args)
+    assert result.exit_code == 2
+    assert result.stderr == message + "\n" and result.stdout == ""
+
+
+def test_bare_nmt_shows_the_help_and_version_and_help_exit_0():
+    bare = invoke()
+    assert bare.exit_code == 2 and "Usage" in bare.stdout and bare.stderr == ""
+    assert invoke("--version").exit_code == 0 and invoke("train", "-h").exit_code == 0
+
+
 def test_help_does_not_import_heavy_libraries():
     code = (
         "import sys; from nmt_cli.cli.app import app; "

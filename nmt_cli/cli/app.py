@@ -50,7 +50,29 @@ class _OwnPathChecks(_Command):
 
 
 class _Group(_HelpAsWritten, typer.core.TyperGroup):
-    pass
+    def main(self, *args, standalone_mode: bool = True, **kwargs):
+        """A usage error (unknown option, value of the wrong type, missing argument) on one
+        line, as every other error of nmt: "error: …, see 'nmt train -h'", exit code 2.
+        Typer would draw it in a box under the usage line."""
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except typer.Abort:  # end of input at a prompt
+            sys.stderr.write("error: aborted\n")
+            raise SystemExit(1) from None
+        except Exception as err:  # typer's own click: its ClickException, duck-typed
+            if not (hasattr(err, "format_message") and hasattr(err, "exit_code")):
+                raise
+            if type(err).__name__ != "NoArgsIsHelpError":  # bare `nmt`: the help is shown
+                ctx = getattr(err, "ctx", None)
+                hint = f"; see '{ctx.command_path} -h'" if ctx is not None else ""
+                message = " ".join(err.format_message().split()).rstrip(".")
+                if message[1:2].islower():  # "No such option" as nmt's own: "no such option"
+                    message = message[0].lower() + message[1:]
+                sys.stderr.write(f"error: {message}{hint}\n")
+            raise SystemExit(err.exit_code) from None
+        raise SystemExit(code if isinstance(code, int) else 0)
 
 
 app = typer.Typer(

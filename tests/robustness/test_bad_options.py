@@ -190,5 +190,9 @@ def test_a_value_of_the_wrong_type_is_a_usage_error(argv, toy_model_dir, toy_dat
     assert_no_traceback(result)
     assert result.exit_code == 2
     option = next(a for a in argv if str(a).startswith("--") and a != "-o")
-    assert "Invalid value" in result.stderr and option.split("-")[-1] in result.stderr
+    assert (
+        result.stderr.startswith("error: invalid value for")
+        and len(result.stderr.splitlines()) == 1
+    )
+    assert option.split("-")[-1] in result.stderr
     assert not (tmp_path / "out").exists()
