@@ -257,11 +257,35 @@ def resolve(
             "vocabulary sizes from the data directory, align_shift from the decoder style under "
             f"guided alignment): remove {'it' if len(derived) == 1 else 'them'}"
         )
+    from_file = {section: set(data.get(section, {})) for section in ("model", "train")}
     for section, values in overrides.items():
         merged = dict(data.get(section, {}))
-        merged.update({k: v for k, v in values.items() if v is not None})
+        given = {k: v for k, v in values.items() if v is not None}
+        merged.update(given)
         data[section] = merged
-    return Config.from_dict(data, source)
+        from_file[section] = from_file.get(section, set()) - set(given)
+    try:
+        return Config.from_dict(data, source)
+    except ConfigError as error:
+        if config_file is None:
+            raise
+        raise _named_in_file(error, config_file, from_file) from None
+
+
+_CHECKED = re.compile(r"(?:--)?([a-z][a-z0-9_-]*) must ")
+
+
+def _named_in_file(error: ConfigError, path: Path, from_file: dict[str, set[str]]) -> ConfigError:
+    """`error` about a value that came from the config file (not a flag) as the file's key:
+    "model.toml: [train] lr must be in (0, 10], got -1.0" rather than "--lr must …"."""
+    message = str(error)
+    match = _CHECKED.match(message)
+    if match:
+        key = match.group(1).replace("-", "_")
+        section = next((name for name, keys in from_file.items() if key in keys), None)
+        if section is not None:
+            return ConfigError(f"{path}: [{section}] {key} {message[match.end(1) :].lstrip()}")
+    return error
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")

@@ -333,6 +333,32 @@ def test_train_unknown_config_key_lists_valid_ones(toy_data_dir, tmp_path):
     )
 
 
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("[train]\nlr = -1\n", "[train] lr must be in (0, 10], got -1.0"),
+        ("[model]\nemb_size = 0\n", "[model] emb_size must be in 1..4096, got 0"),
+        ('[model]\nattention = "mlp"\n', "[model] attention must be one of dot, general"),
+    ],
+)
+def test_a_bad_value_in_a_config_file_is_named_by_file_and_key(
+    toy_data_dir, tmp_path, setting, message
+):
+    config = tmp_path / "c.toml"
+    config.write_text(setting)
+    result = invoke("train", toy_data_dir, "-o", tmp_path / "m", "--config", config)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: {config}: {message}")
+    assert not (tmp_path / "m").exists()
+
+
+def test_a_bad_flag_over_a_config_file_is_named_as_the_flag(toy_data_dir, tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_text("[train]\nlr = -1\n")
+    result = invoke("train", toy_data_dir, "-o", tmp_path / "m", "--config", config, "--lr", "20")
+    assert result.exit_code == 2 and result.stderr.startswith("error: --lr must be in (0, 10]")
+
+
 def test_a_config_file_may_start_with_a_byte_order_mark(tmp_path):
     from nmt_cli.config import load_toml
 
