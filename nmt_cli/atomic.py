@@ -95,6 +95,17 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> None:
         handle.write(data)
 
 
+def _refuse_inner_folder(final: Path) -> None:
+    """nmt writes only files into the directories it stages: a folder inside is someone
+    else's (a model trained into its data directory, say), which replacing would delete."""
+    inner = next((p for p in sorted(final.iterdir()) if p.is_dir() and not p.is_symlink()), None)
+    if inner is not None:
+        raise InputError(
+            f"{final} holds the folder {inner.name}, which nmt did not write there, so --force "
+            f"does not replace it: move {inner} out first, or choose another output directory"
+        )
+
+
 @contextlib.contextmanager
 def staged_directory(
     final: str | os.PathLike,
@@ -106,7 +117,8 @@ def staged_directory(
 
     An existing `final` that is not empty is refused unless `force`, in which case it is
     replaced only after the new one is complete, and only if it holds `marker` (the file
-    that shows nmt wrote it): another directory is never deleted. A `final` that is or holds
+    that shows nmt wrote it) and no folder (nmt writes none there): another directory, or one
+    a model was trained into, is never deleted. A `final` that is or holds
     one of the `inputs`, or the current directory, is refused, forced or not. A `final` that
     is a symbolic link is replaced itself: the directory it pointed to stays as it was (a
     link such as `latest` to versioned runs loses no run). The directory and the files in it
@@ -132,6 +144,8 @@ def staged_directory(
             f"{final} is not a directory nmt wrote (it has no {marker}), so --force does not "
             "replace it: choose another output directory"
         )
+    if occupied and not final.is_symlink():  # (a link is replaced, the folder it names kept)
+        _refuse_inner_folder(final)
     parent = final.parent
     blocking = next((p for p in (parent, *parent.parents) if p.exists() and not p.is_dir()), None)
     if blocking is not None:

@@ -41,7 +41,10 @@ def average_checkpoints(model_dir: Path, last: int, out_dir: Path, force: bool =
         config = checkpoint.read_json(config_file) if config_file.is_file() else {}
         asked = config.get("train", {}).get("keep_checkpoints", 0)
         fix = f"train it with --keep-checkpoints {last} (or more) to keep them"
-        if asked >= last:  # kept as asked: it stopped before validating that often
+        meta_file = model_dir / checkpoint.META_FILE
+        if meta_file.is_file() and checkpoint.read_json(meta_file).get("averaged"):
+            fix = "it was written by nmt average: average the model directory it came from"
+        elif asked >= last:  # kept as asked: it stopped before validating that often
             fix = (
                 f"it was trained with --keep-checkpoints {asked} but stopped after fewer "
                 f"validations: lower --last, or train on (--resume with a larger budget)"

@@ -128,6 +128,12 @@ def test_average_replaces_only_a_model_directory_and_only_with_force(kept_model_
     assert (notes / "mine.txt").read_text() == "mine"
     inside = invoke("average", kept_model, "--last", "1", "-o", kept_model / "checkpoints")
     assert inside.exit_code == 2 and "lies inside" in inside.stderr
+    twice = invoke("average", out, "--last", "2", "-o", tmp_path / "twice")
+    assert twice.exit_code == 3 and "it was written by nmt average" in twice.stderr
+    assert "stopped after fewer validations" not in twice.stderr
+    (out / "checkpoints").mkdir()  # as a trained model directory holds: never replaced
+    forced = invoke("average", kept_model, "--last", "1", "-o", out, "--force")
+    assert forced.exit_code == 2 and "holds the folder checkpoints" in forced.stderr
 
 
 def _trained(data_dir, model, steps: int, keep: int):

@@ -302,6 +302,22 @@ def test_force_never_replaces_a_directory_nmt_did_not_write_or_one_holding_an_in
     assert sorted(p.name for p in holder.iterdir()) == before
 
 
+def test_force_never_deletes_a_folder_inside_the_data_directory(corpus, tmp_path):
+    out = tmp_path / "data"
+    assert _prepare(*_train_args(corpus), "-o", out).exit_code == 0
+    (out / "model").mkdir()  # as `nmt train data -o data/model` makes
+    (out / "model" / "model.pt").write_bytes(b"weights")
+    _assert_clean_error(
+        _prepare(*_train_args(corpus), "-o", out, "--force"), str(out), "holds the folder model"
+    )
+    assert (out / "model" / "model.pt").read_bytes() == b"weights"
+    (out / "model").rename(tmp_path / "model")
+    (out / "runs").symlink_to(tmp_path / "model", target_is_directory=True)  # a link is no folder
+    result = _prepare(*_train_args(corpus), "-o", out, "--force")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "model" / "model.pt").read_bytes() == b"weights"
+
+
 def test_an_output_path_through_a_file_is_refused_with_what_blocks_it(corpus, tmp_path):
     plain = tmp_path / "notes.txt"
     plain.write_text("mine")
