@@ -153,6 +153,14 @@ def _checked_data_dir(path: Path, manifest: dict[str, Any]) -> DataDir:
             raise ArtifactError(f"{needed} is missing: the data directory is incomplete, {_REDO}")
     for prefix in _ids_prefixes(path, manifest):
         read_token_ids(prefix)  # memory-mapped, so cheap: a truncated file fails here, not later
+    for side, model in (("src", src_spm), ("tgt", tgt_spm)):
+        expected = tokenizer[side].get("model_sha256")  # (data prepared before it was kept: none)
+        if expected and hashlib.sha256(model.read_bytes()).hexdigest() != expected:
+            raise ArtifactError(
+                f"{model} is not the tokenizer model this data directory was prepared with "
+                "(its ids come from another): restore that file, or re-create the data "
+                "directory with `nmt prepare`"
+            )
     return DataDir(
         path=path,
         src_spm=src_spm,

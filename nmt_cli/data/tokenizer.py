@@ -119,9 +119,13 @@ class TrainedTokenizer:
         return self.vocab_size != self.requested_vocab_size
 
     def to_json(self) -> dict[str, object]:
-        """File names (relative to the model's directory) and settings, for prepare.json."""
+        """File names (relative to the model's directory), settings and the model's SHA-256
+        (a data directory's ids hold only with this model), for prepare.json."""
+        import hashlib
+
         return {
             "model": self.model.name,
+            "model_sha256": hashlib.sha256(self.model.read_bytes()).hexdigest(),
             "vocab": self.vocab.name,
             "vocab_size": self.vocab_size,
             "requested_vocab_size": self.requested_vocab_size,

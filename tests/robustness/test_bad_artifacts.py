@@ -77,6 +77,23 @@ def _junk_tokenizer(data: Path) -> str:
     return "spm.model"
 
 
+def _another_prepares_tokenizer(data: Path) -> str:
+    """A valid model of the same size, trained anew (its ids differ from those stored)."""
+    import sentencepiece as spm
+
+    size = _manifest(data)["tokenizer"]["src"]["vocab_size"]
+    spm.SentencePieceTrainer.train(
+        input=f"{data / 'train.src'},{data / 'train.tgt'}",
+        model_prefix=str(data / "other"),
+        vocab_size=size,
+        model_type="bpe",
+        hard_vocab_limit=False,
+        minloglevel=2,
+    )
+    (data / "other.model").replace(data / "spm.model")
+    return "spm.model"
+
+
 def _missing_tokenizer(data: Path) -> str:
     (data / "spm.model").unlink()
     return "spm.model"
@@ -110,6 +127,7 @@ DATA_DAMAGE: list[Callable[[Path], str]] = [
     _inconsistent_offsets,
     _wrong_dtype_ids,
     _junk_tokenizer,
+    _another_prepares_tokenizer,
     _missing_tokenizer,
     _cut_dev_reference,
     _dev_reference_cut_inside_a_character,
