@@ -23,7 +23,10 @@ def _with_vocab(config: Config, src_vocab: int, tgt_vocab: int) -> Config:
     model = dataclasses.replace(
         config.model, src_vocab_size=src_vocab, tgt_vocab_size=tgt_vocab, align_shift=shift
     )
-    return dataclasses.replace(config, model=model)
+    train = config.train
+    if train.alignments:  # saved absolute, so that --resume from another directory finds it
+        train = dataclasses.replace(train, alignments=str(Path(train.alignments).absolute()))
+    return dataclasses.replace(config, model=model, train=train)
 
 
 def _prepare_model_dir(output: Path, resume: bool, force: bool) -> None:

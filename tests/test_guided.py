@@ -212,6 +212,26 @@ def test_bad_guided_alignment_settings_are_one_line_errors(toy_data_dir, tmp_pat
     assert "Traceback" not in result.stderr and not (out / "model.pt").exists()
 
 
+def test_a_relative_alignments_path_is_saved_absolute_so_resume_works_elsewhere(
+    toy_data_dir, tmp_path, monkeypatch
+):
+    train_src = (toy_data_dir / "train.src").read_text(encoding="utf-8").splitlines()
+    (tmp_path / "train.links").write_text("".join(_links(len(s.split())) + "\n" for s in train_src))
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "model"
+    flags = ("--emb-size", "16", "--hidden-size", "16", "--valid-every", "2", "--threads", "1")
+    result = invoke("train", toy_data_dir, "-o", out, "--max-steps", "2", *flags,
+                    "--guided-alignment", "1", "--alignments", "train.links")  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    saved = json.loads((out / "config.json").read_text())["train"]["alignments"]
+    assert saved == str(tmp_path / "train.links")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # where "train.links" names nothing
+    result = invoke("train", toy_data_dir, "-o", out, "--resume", "--max-steps", "4")
+    assert result.exit_code == 0, result.stderr
+
+
 def test_an_alignments_file_that_does_not_fit_the_training_pairs_is_refused(toy_data_dir, tmp_path):
     links = tmp_path / "short.links"
     links.write_text("0-0\n1-1\n", encoding="utf-8")
