@@ -650,7 +650,7 @@ def test_the_app_over_the_worker_process_and_after_its_death(toy_model_dir, expe
         health = http.get("/health")
         assert health.status_code == 503 and "restart nmt serve" in health.json()["error"]
         after = http.post("/translate", json={"q": LINES[0]})
-        assert after.status_code == 500
+        assert after.status_code == 503  # unavailable, as /health says (it was a 500)
         assert "restart nmt serve" in after.json()["error"] and "\n" not in after.json()["error"]
     assert not worker._reader.is_alive() and worker.closed
 

@@ -35,7 +35,7 @@ from nmt_cli.serve.requests import (
     parse_body,
     translate_request,
 )
-from nmt_cli.serve.worker import NMT_API, OPENNMT_API, STOPPED
+from nmt_cli.serve.worker import NMT_API, OPENNMT_API, STOPPED, WorkerStopped
 
 if TYPE_CHECKING:
     from nmt_cli.serve.worker import Local, WorkerPool, WorkerProcess
@@ -75,8 +75,12 @@ def create_app(
         )
 
     @app.exception_handler(NmtError)
-    async def failed(_request, exc: NmtError):  # the search failed, or its process stopped
+    async def failed(_request, exc: NmtError):  # the search failed
         return JSONResponse({"error": _first_line(exc)}, status_code=500)
+
+    @app.exception_handler(WorkerStopped)
+    async def unavailable(_request, exc: WorkerStopped):  # its process stopped: as /health says
+        return JSONResponse({"error": _first_line(exc)}, status_code=503)
 
     @app.exception_handler(Exception)
     async def crashed(_request, exc: Exception):  # a bug: the server log has the traceback

@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 NMT_API, OPENNMT_API = "nmt", "opennmt"  # POST /translate and POST /translator/translate
 
 
+class WorkerStopped(NmtError):
+    """The translating process is gone: the service cannot answer (HTTP 503) until restarted."""
+
+
 class Local:
     """The batcher over `translator` in this process (the tests' service, and the child's)."""
 
@@ -252,7 +256,7 @@ class WorkerProcess:
         future: Future = Future()
         with self._lock:
             if self._stopped is not None:
-                future.set_exception(NmtError(self._stopped))
+                future.set_exception(WorkerStopped(self._stopped))
                 return future
             ident = next(self._ids)
             self._futures[ident] = future
@@ -334,7 +338,7 @@ class WorkerProcess:
             )
             left, self._futures = list(self._futures.values()), {}
         for future in left:
-            settle(future, error=NmtError(self._stopped))
+            settle(future, error=WorkerStopped(self._stopped))
         if not self._closed and self._on_exit is not None:
             self._on_exit(self)
 
