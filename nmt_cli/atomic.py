@@ -196,6 +196,14 @@ def check_output_file(
             f"cannot write {path} ({option}): the folder {path.parent} is not writable; "
             "choose another path"
         )
+    if not path.exists() or path.is_file():  # (a device or a pipe is written through)
+        try:  # the folder takes a new file (the write's temporary file), as /proc does not
+            tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.").close()
+        except OSError as exc:
+            raise InputError(
+                f"cannot write {path} ({option}): the folder {path.parent} takes no new "
+                f"files ({exc.strerror}); choose another path"
+            ) from None
     check_not_above(path, [given for given in inputs if given is not None])
 
 

@@ -126,6 +126,15 @@ def test_save_hyp_into_a_folder_is_refused_before_translating(tmp_path):
     _assert_clean_error(result, str(tmp_path), "it is a folder; give a file path")
 
 
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="no /proc on this system")
+def test_save_hyp_into_a_folder_that_takes_no_files_is_refused_before_translating(tmp_path):
+    # /proc refuses new files even to root, for whom its folder looks writable
+    result = _eval("-m", str(tmp_path / "no-model"), "--src", SRC, "--ref", REF,
+                   "--save-hyp", "/proc/nmt-hyp.txt")  # fmt: skip
+    _assert_clean_error(result, "/proc/nmt-hyp.txt")
+    assert not Path("/proc/nmt-hyp.txt").exists()
+
+
 def test_missing_model_directory_is_a_clean_error(tmp_path):
     pytest.importorskip("nmt_cli.translator")
     missing = tmp_path / "no-model"
