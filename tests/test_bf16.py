@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from cli_runner import invoke
+from cli_runner import WORDS, invoke
 from test_quantize import probs_after_three_steps
 
 from nmt_cli import device
@@ -57,6 +57,20 @@ def test_additive_attention_of_a_bf16_model_runs_in_float32_but_its_query_projec
     assert memory.keys.dtype == memory.states.dtype == torch.float32
     assert weights.dtype == log_probs.dtype == torch.float32
     assert decoder_state.hidden.dtype == torch.bfloat16  # the recurrence stays bfloat16
+
+
+def test_under_mixed_precision_additive_attention_stays_in_half_precision():
+    """Under autocast (nmt train's AMP on GPUs) the (B, T, S, A) tanh tensor follows the keys'
+    half precision: the float32 attention of --bf16 is for a bfloat16 model only."""
+    config = ModelConfig(
+        src_vocab_size=30, tgt_vocab_size=30, emb_size=8, hidden_size=4, attention="additive"
+    )
+    model, seen = Seq2Seq(config).eval(), []
+    model.decoder.attention.v.register_forward_pre_hook(lambda _, args: seen.append(args[0].dtype))
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        state = model.encode(torch.tensor([[5, 9, 3], [6, 3, 0]]), torch.tensor([3, 2]))
+        model.step_log_probs(torch.full((2,), BOS_ID), state)
+    assert seen == [torch.bfloat16]
 
 
 @needs_bf16
@@ -128,3 +142,18 @@ def test_a_bf16_shortlist_is_padded_with_closed_columns():
     assert wide_allowed.sum() == allowed.sum()  # and no other
     tight = _shortlist_columns(Lists(), sources, multiple=16, vocab=9)[0]
     assert tight.tolist() == list(range(9))  # no more ids than the vocabulary has
+
+
+@needs_bf16
+@pytest.mark.parametrize("shortlist", [[], ["--shortlist"]], ids=["full", "shortlist"])
+def test_bf16_search_on_padded_rows_keeps_every_line_and_its_alignment(toy_model_dir, shortlist):
+    lines = [" ".join(WORDS[i % 7 : i % 7 + 2 + i % 5]) for i in range(12)]  # 60 rows at beam 5
+    text = "\n".join(lines) + "\n"
+    exact = invoke("translate", "-m", toy_model_dir, "--align", *shortlist, input=text)
+    half = invoke("translate", "-m", toy_model_dir, "--bf16", "--align", *shortlist, input=text)
+    assert exact.exit_code == 0 and half.exit_code == 0, half.output
+    rows = [line.split(" ||| ") for line in half.stdout.splitlines()]
+    assert len(rows) == len(lines) and all(len(row) == 2 and row[0] for row in rows)
+    pairs = zip(exact.stdout.splitlines(), half.stdout.splitlines(), strict=True)
+    same = sum(a == b for a, b in pairs)
+    assert same >= len(lines) - 2  # bfloat16 may change a few translations, not the rest

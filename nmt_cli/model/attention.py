@@ -7,10 +7,11 @@ The query is the decoder state d_t; keys and values are the encoder states e_1..
 projection depends only on the source, so `project_keys` runs once per batch and its result
 is passed back in explicitly at every step.
 
-Keys, values, scores and weights are float32 in every model. In a bfloat16 model (`--bf16`)
-the query arrives in bfloat16 and the context leaves in it: the (B, T, S, A) tensor of additive
-attention is element-wise work, which CPUs do several times slower in bfloat16, and the
-batched products here ran slower in bfloat16 too (see `Attention.keep_keys_float32`).
+Weights are float32 in every model. In a bfloat16 model (`--bf16`) keys, values and scores
+are float32 too, while the query arrives in bfloat16 and the context leaves in it: the
+(B, T, S, A) tensor of additive attention is element-wise work, which CPUs do several times
+slower in bfloat16, and the batched products here ran slower in bfloat16 too (see
+`Attention.keep_keys_float32`). Under mixed-precision training all of it follows autocast.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from nmt_cli.errors import ConfigError
 class Attention(nn.Module, abc.ABC):
     """Shared part: masked softmax over source positions and the context vector."""
 
+    float32_memory = False  # keys and values kept float32 in a bfloat16 model (`--bf16`)
+
     def project_keys(self, memory: torch.Tensor) -> torch.Tensor:
         """Keys for every source position (B, S, K), computed once per batch."""
         return memory
@@ -33,6 +36,7 @@ class Attention(nn.Module, abc.ABC):
     def keep_keys_float32(self) -> None:
         """Turn the layers that read keys or scores back to float32 after the model became
         bfloat16; the query projection stays bfloat16, a product of the decoder's size."""
+        self.float32_memory = True
         for name in ("key_proj", "v"):
             if hasattr(self, name):
                 getattr(self, name).float()
@@ -44,14 +48,15 @@ class Attention(nn.Module, abc.ABC):
     def forward(
         self, query: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Context (B, T, M) in the query's dtype and float32 weights (B, T, S) for queries
-        (B, T, D); keys and memory are float32; mask (B, S) is True on real tokens. (For a
-        float32 model every conversion here returns its tensor itself.)"""
+        """Context (B, T, M) and float32 weights (B, T, S) for queries (B, T, D); mask (B, S)
+        is True on real tokens. (For a float32 model every conversion here returns its tensor
+        itself.)"""
         scores = self.score(query, keys)  # (B, T, S)
         scores = scores.masked_fill(~mask.unsqueeze(1), float("-inf"))
-        weights = torch.softmax(scores, dim=-1)
-        context = torch.bmm(weights, memory)  # (B, T, M)
-        return context.to(query.dtype), weights
+        # float32 weights that sum to 1, as alignments read them
+        weights = torch.softmax(scores.float(), dim=-1)
+        context = torch.bmm(weights.to(memory.dtype), memory)  # (B, T, M)
+        return (context.to(query.dtype) if self.float32_memory else context), weights
 
 
 class DotAttention(Attention):
@@ -66,7 +71,7 @@ class DotAttention(Attention):
             )
 
     def score(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-        return torch.bmm(query.float(), keys.transpose(1, 2))
+        return torch.bmm(query.to(keys.dtype), keys.transpose(1, 2))
 
 
 class GeneralAttention(Attention):
@@ -80,7 +85,7 @@ class GeneralAttention(Attention):
         return self.key_proj(memory)  # (B, S, D)
 
     def score(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-        return torch.bmm(query.float(), keys.transpose(1, 2))
+        return torch.bmm(query.to(keys.dtype), keys.transpose(1, 2))
 
 
 class AdditiveAttention(Attention):
@@ -97,7 +102,7 @@ class AdditiveAttention(Attention):
         return self.key_proj(memory)  # (B, S, A)
 
     def score(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-        projected = self.query_proj(query).float()  # (B, T, A)
+        projected = self.query_proj(query).to(keys.dtype)  # (B, T, A)
         hidden = (keys.unsqueeze(1) + projected.unsqueeze(2)).tanh_()  # (B, T, S, A)
         return self.v(hidden).squeeze(-1)  # (B, T, S)
 

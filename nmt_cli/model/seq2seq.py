@@ -51,9 +51,10 @@ class Seq2Seq(nn.Module):
         """Encoder states and key projections (once per batch) and the decoder's initial state;
         `embedded` optionally stands in for the source embeddings (see `Encoder.forward`)."""
         states, final = self.encoder(src, src_lengths, embedded)
-        states = states.float()  # attention's values: float32 in every model (see attention.py)
         mask = src != PAD_ID  # (B, S)
         attention = self.decoder.attention
+        if attention is not None and attention.float32_memory:  # --bf16 (see attention.py)
+            states = states.float()
         keys = attention.project_keys(states) if attention is not None else states
         origin = torch.arange(src.size(0), device=src.device)
         memory = Memory(states, keys, mask, origin)
