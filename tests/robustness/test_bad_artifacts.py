@@ -88,10 +88,14 @@ def _another_prepares_tokenizer(data: Path) -> str:
         vocab_size=size,
         model_type="bpe",
         hard_vocab_limit=False,
+        pad_id=0,  # nmt's special ids, so that only the hash tells the two models apart
+        unk_id=1,
+        bos_id=2,
+        eos_id=3,
         minloglevel=2,
     )
     (data / "other.model").replace(data / "spm.model")
-    return "spm.model"
+    return "spm.model is not the tokenizer model this data directory was prepared with"
 
 
 def _missing_tokenizer(data: Path) -> str:
