@@ -264,7 +264,7 @@ class WorkerProcess:
                 self._conn.send((ident, request, api))
             except OSError:  # the child is gone; the reader is about to see it
                 del self._futures[ident]
-                future.set_exception(NmtError(STOPPED))
+                future.set_exception(WorkerStopped(STOPPED))
                 return future
         future.add_done_callback(lambda done: done.cancelled() and self._cancel(ident))
         return future
