@@ -6,6 +6,7 @@ imported inside the command bodies so that `nmt --help` answers fast.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 import typer
@@ -49,6 +50,12 @@ class _OwnPathChecks(_Command):
                 param.type.readable = False
 
 
+def _say(line: str) -> None:
+    """`line` on stderr, if there is one (`2>&-` closes it): the exit code still tells."""
+    with contextlib.suppress(AttributeError, OSError):
+        sys.stderr.write(line + "\n")
+
+
 class _Group(_HelpAsWritten, typer.core.TyperGroup):
     def main(self, *args, standalone_mode: bool = True, **kwargs):
         """A usage error (unknown option, value of the wrong type, missing argument) on one
@@ -59,7 +66,7 @@ class _Group(_HelpAsWritten, typer.core.TyperGroup):
         try:
             code = super().main(*args, standalone_mode=False, **kwargs)
         except typer.Abort:  # end of input at a prompt
-            sys.stderr.write("error: aborted\n")
+            _say("error: aborted")
             raise SystemExit(1) from None
         except Exception as err:  # typer's own click: its ClickException, duck-typed
             if not (hasattr(err, "format_message") and hasattr(err, "exit_code")):
@@ -70,7 +77,7 @@ class _Group(_HelpAsWritten, typer.core.TyperGroup):
                 message = " ".join(err.format_message().split()).rstrip(".")
                 if message[1:2].islower():  # "No such option" as nmt's own: "no such option"
                     message = message[0].lower() + message[1:]
-                sys.stderr.write(f"error: {message}{hint}\n")
+                _say(f"error: {message}{hint}")
             raise SystemExit(err.exit_code) from None
         raise SystemExit(code if isinstance(code, int) else 0)
 
