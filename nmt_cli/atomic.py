@@ -101,8 +101,10 @@ def _refuse_inner_folder(final: Path) -> None:
     inner = next((p for p in sorted(final.iterdir()) if p.is_dir() and not p.is_symlink()), None)
     if inner is not None:
         raise InputError(
-            f"{final} holds the folder {inner.name}, which nmt did not write there, so --force "
-            f"does not replace it: move {inner} out first, or choose another output directory"
+            f"{final} holds a folder, {inner.name}, so --force does not replace it (it "
+            "replaces only what nmt prepare or nmt average wrote: files alone, no folder; a "
+            f"trained model keeps checkpoints/): move {inner} out first, or choose another "
+            "output directory"
         )
 
 

@@ -308,7 +308,7 @@ def test_force_never_deletes_a_folder_inside_the_data_directory(corpus, tmp_path
     (out / "model").mkdir()  # as `nmt train data -o data/model` makes
     (out / "model" / "model.pt").write_bytes(b"weights")
     _assert_clean_error(
-        _prepare(*_train_args(corpus), "-o", out, "--force"), str(out), "holds the folder model"
+        _prepare(*_train_args(corpus), "-o", out, "--force"), str(out), "holds a folder, model,"
     )
     assert (out / "model" / "model.pt").read_bytes() == b"weights"
     (out / "model").rename(tmp_path / "model")

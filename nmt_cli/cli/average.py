@@ -17,7 +17,9 @@ def average(
     last: int = typer.Option(..., "--last", help="Average the last N kept checkpoints."),
     output: Path = typer.Option(..., "-o", "--output", help="Model directory to write."),
     force: bool = typer.Option(
-        False, "--force", help="Replace OUTPUT if it holds a model (once the new one is written)."
+        False,
+        "--force",
+        help="Replace OUTPUT if nmt average wrote it (once the new one is written).",
     ),
 ) -> None:
     """Average the weights of a model's last N kept checkpoints into a new model directory."""
