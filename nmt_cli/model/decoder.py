@@ -243,9 +243,8 @@ class Decoder(nn.Module):
         return vector, DecoderState(hidden, None), weights.squeeze(1)
 
     def _project(self, features: torch.Tensor) -> torch.Tensor:
-        if self.training:
-            return self.dropout(torch.tanh(self.combine(features)))
-        return torch.tanh(padded_rows(self.combine, self.row_bucket, features))
+        # (row_bucket is 0 but in a bfloat16 model for search: training never pads)
+        return self._drop(torch.tanh(padded_rows(self.combine, self.row_bucket, features)))
 
     def _drop(self, x: torch.Tensor) -> torch.Tensor:
         """Dropout while training; at inference `x` itself, without a module call per step."""
