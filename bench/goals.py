@@ -108,6 +108,14 @@ def _training_goal(results: BenchResults, system: str, factor: float) -> Goal:
         )
         return goal
     goal.passed = ours >= goal.target
+    base = SYSTEMS[system].quality_against
+    if base:  # the faster training must also train as good a model in the same time
+        goal.bleu = [BEAM.bleu(results, system), BEAM.bleu(results, base)]
+        if None in goal.bleu:
+            goal.passed, goal.note = None, f"not judged: no beam-5 BLEU of {system} and {base}"
+        elif goal.bleu[0] < goal.bleu[1] - BLEU_TOLERANCE:
+            goal.passed = False
+            goal.note = f"beam-5 BLEU more than {BLEU_TOLERANCE} below {base}'s, trained as long"
     return goal
 
 

@@ -247,6 +247,12 @@ def _method(results: BenchResults) -> list[str]:
         "DDP processes of one thread, gloo; the global batch is two 1,000-token batches). Its "
         "peak RSS is that of the larger process (wait4 reports the maximum over descendants, "
         "not the sum); its model is trained the same way as nmt's, so it is not translated.",
+        "- nmt-bf16: reference.toml trained with `--bf16` (bfloat16 mixed precision: the matrix "
+        "products in bfloat16, weights, Adam and the loss in float32), run only where the CPU "
+        "computes bfloat16 in hardware. It is a different model, so it is translated (without "
+        "the speed-up rows), and its training goal passes only if its beam-5 BLEU is at most "
+        "0.3 below nmt's, trained for the same time. Its MFU is still taken against the fp32 "
+        "matmul rate.",
         f"- Latency: the same sentence for every system (the first test sentence; the peers get "
         f"its pieces) piped into a fresh process, beam 5, max {MAX_OUTPUT} pieces, median and "
         f"min–max of {o['latency_runs']} rounds, each running a bare `import torch` and then "

@@ -2,9 +2,10 @@
 
 `onmt` (OpenNMT-py) and `joey` (Joey NMT) run in their own environments on pre-tokenized
 pieces; `nmt` (ours, data/configs/reference.toml), `nmt-2p` (the same, trained by two
-processes of one thread each with DDP: training is measured, the model is the same as `nmt`'s)
-and `nmt-fast` (the same sizes with `--attention general --no-input-feed`, Luong style, so the
-decoder runs on the fused path) read raw text.
+processes of one thread each with DDP: training is measured, the model is the same as `nmt`'s),
+`nmt-fast` (the same sizes with `--attention general --no-input-feed`, Luong style, so the
+decoder runs on the fused path) and `nmt-bf16` (reference.toml trained with `--bf16`: bfloat16
+mixed precision, on CPUs with AMX or AVX-512 BF16) read raw text.
 """
 
 from __future__ import annotations
@@ -55,6 +56,10 @@ class System:
     arch: str  # key of flops.ARCHS
     flags: tuple[str, ...] = ()  # extra `nmt train` flags
     train_only: bool = False  # the same model as another system: measure training only
+    speedups: bool = True  # ours: also translate with --quantize (nmt-bf16: its plain rows only)
+    # A training speed-up that changes the model: its training goal passes only if its beam-5
+    # BLEU stays within goals.BLEU_TOLERANCE of this system's (trained as long, in the same run).
+    quality_against: str = ""
 
     @property
     def ours(self) -> bool:
@@ -76,6 +81,16 @@ SYSTEMS = {
     ),
     "nmt-fast": System(
         "nmt-fast", "nmt", "nmt-fast (general, no input feed)", "fast", NMT_FAST_FLAGS
+    ),
+    # Only where the CPU computes bfloat16 in hardware (`nmt train --bf16` is refused elsewhere).
+    "nmt-bf16": System(
+        "nmt-bf16",
+        "nmt",
+        "nmt (reference.toml, --bf16 mixed precision)",
+        "reference",
+        ("--bf16",),
+        speedups=False,
+        quality_against="nmt",
     ),
 }
 

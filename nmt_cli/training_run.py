@@ -103,6 +103,10 @@ def run_training(
         config, Tokenizer(data.src_spm).vocab_size, Tokenizer(data.tgt_spm).vocab_size
     )
     _ = data.dev_references  # a damaged dev reference fails now (read once, kept for BLEU)
+    if config.train.bf16:  # refused before the model directory is touched
+        from nmt_cli.trainer import check_bf16
+
+        check_bf16(pick_device(config.train.device))
     _prepare_model_dir(output, resume, force)  # every rank checks; creating it is idempotent
     ranks = from_environment(pick_device(config.train.device).type == "cuda")
     try:

@@ -157,3 +157,61 @@ def test_bf16_search_on_padded_rows_keeps_every_line_and_its_alignment(toy_model
     pairs = zip(exact.stdout.splitlines(), half.stdout.splitlines(), strict=True)
     same = sum(a == b for a, b in pairs)
     assert same >= len(lines) - 2  # bfloat16 may change a few translations, not the rest
+
+
+def test_fast_gru_under_cpu_autocast_computes_like_float32_and_keeps_float32_gradients():
+    """`nmt train --bf16`: the GRU's products run in bfloat16 (results close to float32's, not
+    equal), its states and every gradient stay float32 (nothing left in bfloat16 for Adam)."""
+    from nmt_cli.model.gru import FastGRU
+
+    torch.manual_seed(0)
+    gru = FastGRU(6, 5, bidirectional=True, batch_first=True)
+    x = torch.randn(3, 7, 6, requires_grad=True)
+    lengths = torch.tensor([7, 4, 2])
+    mask = (torch.arange(7)[None, :] < lengths[:, None]).unsqueeze(-1)
+    runs = []
+    for low in (False, True):
+        gru.zero_grad()
+        x.grad = None
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=low):
+            out, final = gru.forward_padded(x, lengths)
+            assert out.dtype == final.dtype == torch.float32
+            ((out * mask).pow(2).sum() + final.sum()).backward()
+        grads = [p.grad for p in gru.parameters()] + [x.grad]
+        assert {g.dtype for g in grads} == {torch.float32}
+        runs.append((out * mask, final, grads))
+    (out_a, fin_a, grads_a), (out_b, fin_b, grads_b) = runs
+    assert not torch.equal(out_a, out_b)  # the products did run in bfloat16
+    assert torch.allclose(out_a, out_b, atol=0.03) and torch.allclose(fin_a, fin_b, atol=0.03)
+    for a, b in zip(grads_a, grads_b, strict=True):
+        assert (a - b).norm() <= 0.05 * a.norm()
+
+
+@needs_bf16
+def test_training_with_bf16_gives_a_float32_model_that_translates(toy_data_dir, tmp_path):
+    out = tmp_path / "model"
+    result = invoke(
+        "train", toy_data_dir, "-o", out, "--emb-size", "16", "--hidden-size", "16",
+        "--max-steps", "8", "--valid-every", "4", "--batch-tokens", "300", "--threads", "1",
+        "--bf16", "--attention", "additive",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "config.json").read_text())["train"]["bf16"] is True
+    saved = torch.load(out / "model.pt", map_location="cpu", weights_only=True)["weights"]
+    assert {t.dtype for t in saved.values() if t.is_floating_point()} == {torch.float32}
+    translated = invoke("translate", "-m", out, input="apple river\n")
+    assert translated.exit_code == 0, translated.output
+
+
+def test_bf16_training_is_refused_where_the_cpu_would_emulate_it(
+    toy_data_dir, tmp_path, monkeypatch
+):
+    import nmt_cli.trainer
+
+    monkeypatch.setattr(nmt_cli.trainer, "native_bf16", lambda: False)
+    out = tmp_path / "model"
+    result = invoke("train", toy_data_dir, "-o", out, "--bf16", "--device", "cpu")
+    assert result.exit_code == 2
+    assert "AMX or AVX-512 BF16" in result.output and "drop --bf16" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+    assert not out.exists()  # refused before the model directory was made

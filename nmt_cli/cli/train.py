@@ -84,6 +84,12 @@ def train(
         "keep_checkpoints",
         "Also keep the weights of the last N validations (and the final save), for `nmt average` (0: none).",
     ),
+    bf16: bool | None = _train(
+        "bf16",
+        "bfloat16 mixed precision: matrix products in bfloat16, weights, optimizer and loss in "
+        "float32. Needs a CPU with AMX or AVX-512 BF16, or a GPU with bfloat16.",
+        "--bf16/--no-bf16",
+    ),
     guided_alignment: float | None = _train(
         "guided_alignment",
         "Weight of the guided-alignment loss, which trains the attention towards word links "

@@ -4,7 +4,9 @@ PyTorch's CPU GRU records every time step as separate autograd operations, so it
 pass accumulates the weight gradients step by step (a small matrix product and an addition
 per step and per weight). Here a layer's forward pass runs without autograd, keeps the gates,
 and the backward pass walks the steps once for the state gradient only; the weight gradients
-then come from one large matrix product each, as cuDNN does on GPUs.
+then come from one large matrix product each, as cuDNN does on GPUs. Under CPU autocast
+(`nmt train --bf16`) its matrix products run in bfloat16, as autocast runs every other one, and
+the gates, states and their gradients stay in float32.
 
 The math is PyTorch's (and Cho et al. 2014's) GRU:
   r = σ(W_ir x + b_ir + W_hr h + b_hr)      z = σ(W_iz x + b_iz + W_hz h + b_hz)
@@ -23,18 +25,21 @@ class _GRULayer(torch.autograd.Function):
     """One direction of one layer over a padded batch: outputs (B, T, H)."""
 
     @staticmethod
+    @torch.amp.custom_fwd(device_type="cpu")
     def forward(ctx, x, h0, w_ih, w_hh, b_ih, b_hh):  # noqa: D102 - autograd protocol
+        ctx.low = low = torch.is_autocast_enabled("cpu")
         batch, steps, _ = x.shape
         size = h0.shape[1]
-        gi = torch.addmm(b_ih, x.reshape(batch * steps, -1), w_ih.t()).view(batch, steps, 3 * size)
+        gi = _affine(b_ih, x.reshape(batch * steps, -1), w_ih.t(), low)
+        gi = gi.view(batch, steps, 3 * size)
         states = x.new_empty(batch, steps + 1, size)  # h_0 .. h_T
         gates = x.new_empty(batch, steps, 3 * size)  # r, z, n after their non-linearities
         hn_all = x.new_empty(batch, steps, size)  # W_hn h + b_hn, needed for r's gradient
         states[:, 0] = h0
         h = h0
-        w_hh_t = w_hh.t()
+        w_hh_t = w_hh.t().to(torch.bfloat16) if low else w_hh.t()  # cast once, not per step
         for t in range(steps):
-            gh = torch.addmm(b_hh, h, w_hh_t)  # (B, 3H)
+            gh = _affine(b_hh, h, w_hh_t, low)  # (B, 3H)
             i_r, i_z, i_n = gi[:, t].chunk(3, 1)
             h_r, h_z, h_n = gh.chunk(3, 1)
             r = torch.sigmoid(i_r + h_r)
@@ -50,8 +55,10 @@ class _GRULayer(torch.autograd.Function):
         return states[:, 1:]
 
     @staticmethod
+    @torch.amp.custom_bwd(device_type="cpu")
     def backward(ctx, d_out):  # noqa: D102 - autograd protocol
         x, states, gates, hn_all, w_ih, w_hh = ctx.saved_tensors
+        w_hh_low = w_hh.to(torch.bfloat16) if ctx.low else None
         batch, steps, size = d_out.shape
         d_gates = x.new_empty(batch, steps, 3 * size)  # gradients of the pre-activations
         d_hn = x.new_empty(batch, steps, size)  # gradient of W_hn h + b_hn
@@ -68,15 +75,26 @@ class _GRULayer(torch.autograd.Function):
             d_gates[:, t, 2 * size :] = d_n
             d_hn[:, t] = d_n * r
             d_gh = torch.cat([d_r, d_z, d_n * r], dim=1)  # (B, 3H)
-            dh = torch.addmm(dh * z, d_gh, w_hh)
+            if w_hh_low is None:
+                dh = torch.addmm(dh * z, d_gh, w_hh)
+            else:  # the product in bfloat16, the gradient carried on in float32
+                dh = torch.mm(d_gh, w_hh_low).float().add_(dh * z)
         d_gh_all = torch.cat([d_gates[:, :, : 2 * size], d_hn], dim=2).reshape(-1, 3 * size)
         d_gi_all = d_gates.reshape(-1, 3 * size)
         prev = states[:, :-1].reshape(-1, size)
         flat_x = x.reshape(batch * steps, -1)
-        d_x = (d_gi_all @ w_ih).view_as(x) if ctx.needs_input_grad[0] else None
-        d_w_ih = d_gi_all.t() @ flat_x
-        d_w_hh = d_gh_all.t() @ prev
+        d_x = (d_gi_all @ w_ih).view_as(x).to(x.dtype) if ctx.needs_input_grad[0] else None
+        d_w_ih = (d_gi_all.t() @ flat_x).to(w_ih.dtype)  # (bfloat16 products under autocast)
+        d_w_hh = (d_gh_all.t() @ prev).to(w_hh.dtype)
         return d_x, dh, d_w_ih, d_w_hh, d_gi_all.sum(0), d_gh_all.sum(0)
+
+
+def _affine(bias: torch.Tensor, x: torch.Tensor, weight_t: torch.Tensor, low: bool):
+    """bias + x @ weight_t: one addmm in float32; under CPU autocast (`low`) the product in
+    bfloat16 (autocast casts x) and the sum in float32."""
+    if not low:
+        return torch.addmm(bias, x, weight_t)
+    return torch.mm(x, weight_t).float().add_(bias)
 
 
 def _reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
