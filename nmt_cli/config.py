@@ -93,8 +93,8 @@ class Config:
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "config") -> Config:
         _check_keys(data, {"model", "train"}, source)
-        model = _build(ModelConfig, data.get("model", {}), f"{source} [model]")
-        train = _build(TrainConfig, data.get("train", {}), f"{source} [train]")
+        model = _build(ModelConfig, data.get("model", {}), f"{source}: [model]")
+        train = _build(TrainConfig, data.get("train", {}), f"{source}: [train]")
         return validate(cls(model=model, train=train))
 
 
@@ -137,7 +137,8 @@ def _coerce(value: Any, expected: type, where: str) -> Any:
         return value
     if expected is str and isinstance(value, str):
         return value
-    raise ConfigError(f"{where} must be {expected.__name__}, got {value!r}")
+    kind = {int: "a whole number", float: "a number", str: "a quoted string"}[expected]
+    raise ConfigError(f"{where} must be {kind}, got {value!r}")
 
 
 MAX_SEED = 2**32 - 1  # the largest seed every generator takes (numpy's, SentencePiece's)
@@ -187,9 +188,15 @@ def validate(config: Config) -> Config:
     ):
         value = getattr(t, name)
         _require(0 <= value <= 10**9, f"--{name.replace('_', '-')} must be ≥ 0, got {value}")
-    _require(t.valid_every >= 1 and t.log_every >= 1, "--valid-every and --log-every must be ≥ 1")
+    for name in ("valid_every", "log_every"):
+        value = getattr(t, name)
+        _require(value >= 1, f"--{name.replace('_', '-')} must be ≥ 1, got {value}")
     _require(0.0 < t.decay_factor <= 1.0, f"decay_factor must be in (0, 1], got {t.decay_factor}")
-    _require(0.0 <= t.min_lr <= t.lr, f"min_lr must be in [0, lr={t.lr}], got {t.min_lr}")
+    _require(
+        0.0 <= t.min_lr <= t.lr,
+        f"min_lr must be in [0, lr], got {t.min_lr:g} with lr {t.lr:g} (min_lr is the floor of "
+        "the plateau schedule): set min_lr in a --config file's [train], or raise --lr",
+    )
     _require(
         0.0 <= t.clip_norm < float("inf"),
         f"clip_norm must be a finite number ≥ 0, got {t.clip_norm}",

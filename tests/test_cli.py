@@ -28,6 +28,8 @@ def test_every_command_has_help(command):
          "--beam, --nbest); see 'nmt translate -h'"),
         (["train"], "error: missing argument 'data_dir'; see 'nmt train -h'"),
         (["frob"], "error: no such command 'frob'; see 'nmt -h'"),
+        (["translate", "-m"], "error: option '-m' requires an argument; see 'nmt translate -h'"),
+        (["--frob"], "error: no such option: --frob; see 'nmt -h'"),
     ],
 )  # fmt: skip
 def test_usage_errors_are_one_line_with_exit_code_2(args, message):
@@ -339,6 +341,11 @@ def test_train_unknown_config_key_lists_valid_ones(toy_data_dir, tmp_path):
         ("[train]\nlr = -1\n", "[train] lr must be in (0, 10], got -1.0"),
         ("[model]\nemb_size = 0\n", "[model] emb_size must be in 1..4096, got 0"),
         ('[model]\nattention = "mlp"\n', "[model] attention must be one of dot, general"),
+        ('[model]\nhidden_size = "big"\n', "[model] hidden_size must be a whole number, got 'big'"),
+        ('[train]\nlr = "fast"\n', "[train] lr must be a number, got 'fast'"),
+        ("[train]\nvalid_every = 0\n", "[train] valid_every must be ≥ 1, got 0"),
+        ("[train]\nlog_every = 0\n", "[train] log_every must be ≥ 1, got 0"),
+        ("[train]\nmin_lr = 0.5\n", "[train] min_lr must be in [0, lr], got 0.5 with lr 0.002"),
     ],
 )
 def test_a_bad_value_in_a_config_file_is_named_by_file_and_key(
@@ -350,6 +357,15 @@ def test_a_bad_value_in_a_config_file_is_named_by_file_and_key(
     assert result.exit_code == 2
     assert result.stderr.startswith(f"error: {config}: {message}")
     assert not (tmp_path / "m").exists()
+
+
+def test_a_learning_rate_below_the_plateau_floor_says_which_setting_to_change(
+    toy_data_dir, tmp_path
+):
+    result = invoke("train", toy_data_dir, "-o", tmp_path / "m", "--lr", "1e-6")
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "min_lr must be in [0, lr], got 1e-05 with lr 1e-06" in result.stderr
+    assert "raise --lr" in result.stderr and not (tmp_path / "m").exists()
 
 
 def test_a_bad_flag_over_a_config_file_is_named_as_the_flag(toy_data_dir, tmp_path):
@@ -373,7 +389,7 @@ def test_a_config_file_takes_max_time_as_the_flag_does():
 
     assert Config.from_dict({"train": {"max_time": "20m"}}).train.max_time == 1200.0
     assert Config.from_dict({"train": {"max_time": 90}}).train.max_time == 90.0  # seconds
-    with pytest.raises(ConfigError, match=r"c.toml \[train\] max_time must be seconds or look"):
+    with pytest.raises(ConfigError, match=r"c.toml: \[train\] max_time must be seconds or look"):
         Config.from_dict({"train": {"max_time": "soon"}}, "c.toml")
 
 

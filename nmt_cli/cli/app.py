@@ -72,14 +72,24 @@ class _Group(_HelpAsWritten, typer.core.TyperGroup):
             if not (hasattr(err, "format_message") and hasattr(err, "exit_code")):
                 raise
             if type(err).__name__ != "NoArgsIsHelpError":  # bare `nmt`: the help is shown
-                ctx = getattr(err, "ctx", None)
-                hint = f"; see '{ctx.command_path} -h'" if ctx is not None else ""
+                given = kwargs.get("args", args[0] if args else None)
+                hint = f"; see '{self._path_of(err, given)} -h'"
                 message = " ".join(err.format_message().split()).rstrip(".")
                 if message[1:2].islower():  # "No such option" as nmt's own: "no such option"
                     message = message[0].lower() + message[1:]
                 _say(f"error: {message}{hint}")
             raise SystemExit(err.exit_code) from None
         raise SystemExit(code if isinstance(code, int) else 0)
+
+    def _path_of(self, err: Exception, args) -> str:
+        """The command a usage error is about: its context's, or (an option's missing value
+        is reported before the context exists) the subcommand named on the command line."""
+        ctx = getattr(err, "ctx", None)
+        if ctx is not None:
+            return ctx.command_path
+        argv = sys.argv[1:] if args is None else list(args)
+        name = next((arg for arg in argv if not arg.startswith("-")), None)
+        return f"nmt {name}" if name in self.commands else "nmt"
 
 
 app = typer.Typer(
