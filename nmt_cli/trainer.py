@@ -73,11 +73,12 @@ def check_bf16(device: torch.device) -> None:
     if device.type == "cpu" and not native_bf16():
         raise ConfigError(
             "--bf16 (bf16 in [train]) needs a CPU with AMX or AVX-512 BF16; without them "
-            "bfloat16 runs slower than float32: drop --bf16"
+            "bfloat16 runs slower than float32: train without it (--no-bf16)"
         )
     if device.type == "cuda" and not torch.cuda.is_bf16_supported():
         raise ConfigError(
-            f"--bf16 (bf16 in [train]): {device} has no bfloat16 support: drop --bf16"
+            f"--bf16 (bf16 in [train]): {device} has no bfloat16 support: train without "
+            "it (--no-bf16)"
         )
 
 

@@ -212,6 +212,6 @@ def test_bf16_training_is_refused_where_the_cpu_would_emulate_it(
     out = tmp_path / "model"
     result = invoke("train", toy_data_dir, "-o", out, "--bf16", "--device", "cpu")
     assert result.exit_code == 2
-    assert "AMX or AVX-512 BF16" in result.output and "drop --bf16" in result.output
+    assert "AMX or AVX-512 BF16" in result.output and "(--no-bf16)" in result.output
     assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
     assert not out.exists()  # refused before the model directory was made
