@@ -323,15 +323,9 @@ def to_bf16(model: Seq2Seq, device: torch.device) -> Seq2Seq:
     fast as a float32 one; without AMX or AVX-512 BF16, torch emulates it, slower than float32,
     and this refuses. Translations may differ from float32's in a few sentences.
     """
-    from nmt_cli.device import native_bf16
+    from nmt_cli.device import check_bf16
 
-    if device.type == "cpu" and not native_bf16():
-        raise ConfigError(
-            "--bf16 needs a CPU with AMX or AVX-512 BF16 (without them bfloat16 runs slower "
-            "than float32): drop --bf16"
-        )
-    if device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        raise ConfigError(f"--bf16: {device} has no bfloat16 support: drop --bf16")
+    check_bf16(device, "--bf16", "drop --bf16")
     model = model.to(torch.bfloat16)
     if model.decoder.attention is not None:
         model.decoder.attention.keep_keys_float32()

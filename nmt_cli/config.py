@@ -195,7 +195,7 @@ def validate(config: Config) -> Config:
     _require(
         0.0 <= t.min_lr <= t.lr,
         f"min_lr must be in [0, lr], got {t.min_lr:g} with lr {t.lr:g} (min_lr is the floor of "
-        "the plateau schedule): set min_lr in a --config file's [train], or raise --lr",
+        "the plateau schedule): lower min_lr ([train] of a --config file) or raise lr (--lr)",
     )
     _require(
         0.0 <= t.clip_norm < float("inf"),

@@ -71,3 +71,21 @@ def native_bf16() -> bool:
 
     checks = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")  # torch 2.x, private
     return any(getattr(torch.cpu, name, lambda: False)() for name in checks)
+
+
+def check_bf16(device: torch.device, flag: str, fix: str) -> None:
+    """Refuse bfloat16 (asked for by `flag`; `fix` says how to do without) on a device that
+    would only emulate it: a CPU without AMX or AVX-512 BF16, where it runs slower than
+    float32, or a GPU older than Ampere (compute capability 8.0)."""
+    import torch
+
+    if device.type == "cpu" and not native_bf16():
+        raise ConfigError(
+            f"{flag} needs a CPU with AMX or AVX-512 BF16 (without them bfloat16 runs slower "
+            f"than float32): {fix}"
+        )
+    if device.type == "cuda" and torch.cuda.get_device_capability(device) < (8, 0):
+        raise ConfigError(
+            f"{flag}: {torch.cuda.get_device_name(device)} has no bfloat16 hardware (CUDA "
+            f"compute capability 8.0 or later): {fix}"
+        )

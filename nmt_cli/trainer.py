@@ -23,9 +23,9 @@ from nmt_cli import checkpoint
 from nmt_cli.batching import Batch, iterate_batches, make_batches
 from nmt_cli.config import Config
 from nmt_cli.data.datadir import DataDir
-from nmt_cli.device import native_bf16, pick_device, set_threads
+from nmt_cli.device import check_bf16, pick_device, set_threads
 from nmt_cli.distributed import Ranks, barrier, broadcast, shard, sum_values
-from nmt_cli.errors import ConfigError, Interrupted, NmtError
+from nmt_cli.errors import Interrupted, NmtError
 from nmt_cli.loss import Objective
 from nmt_cli.model.seq2seq import Seq2Seq
 from nmt_cli.progress import Event, OnEvent, counted_epoch, ignore
@@ -54,11 +54,12 @@ class Progress:
 def autocast_for(device: torch.device, amp: bool, bf16: bool = False):
     """The mixed precision of training, and its gradient scaler (fp16 only).
 
-    With `bf16`: bf16 autocast on a CPU or GPU that computes bfloat16 in hardware (see
-    `check_bf16`). With `amp` on CUDA: bf16 autocast where the GPU supports it, else fp16.
-    Weights, optimizer state and the loss stay float32 either way. Otherwise: float32."""
+    With `bf16` (whatever `amp` says): bf16 autocast on a CPU or GPU that computes bfloat16 in
+    hardware (see `device.check_bf16`). With `amp` on CUDA: bf16 autocast where the GPU
+    supports it, else fp16. Weights, optimizer state and the loss stay float32 either way.
+    Otherwise: float32."""
     if bf16:
-        check_bf16(device)
+        check_bf16(device, BF16_FLAG, BF16_FIX)
         return torch.autocast(device.type, dtype=torch.bfloat16), None
     if device.type != "cuda" or not amp:
         return nullcontext(), None
@@ -67,19 +68,9 @@ def autocast_for(device: torch.device, amp: bool, bf16: bool = False):
     return torch.autocast("cuda", dtype=torch.float16), torch.amp.GradScaler("cuda")
 
 
-def check_bf16(device: torch.device) -> None:
-    """Refuse bf16 training on a device without bfloat16 hardware: a CPU without AMX or
-    AVX-512 BF16 (there torch emulates it, slower than float32), or a GPU without support."""
-    if device.type == "cpu" and not native_bf16():
-        raise ConfigError(
-            "--bf16 (bf16 in [train]) needs a CPU with AMX or AVX-512 BF16; without them "
-            "bfloat16 runs slower than float32: train without it (--no-bf16)"
-        )
-    if device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        raise ConfigError(
-            f"--bf16 (bf16 in [train]): {device} has no bfloat16 support: train without "
-            "it (--no-bf16)"
-        )
+# How `nmt train` names bfloat16 training in a refusal, and the way around it: a resumed run
+# takes bf16 from its saved config, where there is no --bf16 to drop.
+BF16_FLAG, BF16_FIX = "--bf16 (bf16 in [train])", "train without it (--no-bf16)"
 
 
 class Trainer:

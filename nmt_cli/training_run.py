@@ -84,10 +84,34 @@ def run_training(
     on_event: OnEvent = ignore,
 ):
     """Train a model into `output`; returns the final Progress."""
-    from nmt_cli.data.datadir import load_data_dir
-    from nmt_cli.data.tokenizer import Tokenizer
     from nmt_cli.device import pick_device
     from nmt_cli.distributed import from_environment, shutdown
+
+    data, config = checked_settings(data_dir, output, config_file, overrides, resume)
+    _prepare_model_dir(output, resume, force)  # every rank checks; creating it is idempotent
+    ranks = from_environment(pick_device(config.train.device).type == "cuda")
+    try:
+        return _train_ranked(data, output, config, ranks, resume, force, on_event)
+    except _StoppedAtOnce:  # nothing saved for it (a first Ctrl-C before the trainer's
+        # handlers are set is a plain KeyboardInterrupt: "interrupted")
+        raise Interrupted(_stopped_at_once(output)) from None
+    finally:
+        shutdown()
+
+
+def checked_settings(
+    data_dir: Path,
+    output: Path,
+    config_file: Path | None,
+    overrides: dict[str, dict[str, Any]],
+    resume: bool = False,
+):
+    """The data directory and the configuration of a training run, every setting checked
+    against them; nothing is written. (`nmt train --nproc N` calls it before torchrun starts
+    the processes, so that a bad setting ends in one line, not in one per process.)"""
+    from nmt_cli.data.datadir import load_data_dir
+    from nmt_cli.data.tokenizer import Tokenizer
+    from nmt_cli.device import check_bf16, pick_device
 
     data = load_data_dir(data_dir)
     if Path(output).resolve() == Path(data_dir).resolve():
@@ -103,19 +127,11 @@ def run_training(
         config, Tokenizer(data.src_spm).vocab_size, Tokenizer(data.tgt_spm).vocab_size
     )
     _ = data.dev_references  # a damaged dev reference fails now (read once, kept for BLEU)
-    if config.train.bf16:  # refused before the model directory is touched
-        from nmt_cli.trainer import check_bf16
+    if config.train.bf16:
+        from nmt_cli.trainer import BF16_FIX, BF16_FLAG
 
-        check_bf16(pick_device(config.train.device))
-    _prepare_model_dir(output, resume, force)  # every rank checks; creating it is idempotent
-    ranks = from_environment(pick_device(config.train.device).type == "cuda")
-    try:
-        return _train_ranked(data, output, config, ranks, resume, force, on_event)
-    except _StoppedAtOnce:  # nothing saved for it (a first Ctrl-C before the trainer's
-        # handlers are set is a plain KeyboardInterrupt: "interrupted")
-        raise Interrupted(_stopped_at_once(output)) from None
-    finally:
-        shutdown()
+        check_bf16(pick_device(config.train.device), BF16_FLAG, BF16_FIX)
+    return data, config
 
 
 def _stopped_at_once(output: Path) -> str:

@@ -365,7 +365,7 @@ def test_a_learning_rate_below_the_plateau_floor_says_which_setting_to_change(
     result = invoke("train", toy_data_dir, "-o", tmp_path / "m", "--lr", "1e-6")
     assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
     assert "min_lr must be in [0, lr], got 1e-05 with lr 1e-06" in result.stderr
-    assert "raise --lr" in result.stderr and not (tmp_path / "m").exists()
+    assert "raise lr (--lr)" in result.stderr and not (tmp_path / "m").exists()
 
 
 def test_a_bad_flag_over_a_config_file_is_named_as_the_flag(toy_data_dir, tmp_path):
@@ -783,3 +783,17 @@ def test_translate_says_which_translations_reached_the_length_limit(toy_model_di
         assert warned == (len(record["pieces"]) == 2)
     assert "line 1: the translation reached its length limit (2 pieces)" in capped.stderr
     assert "cut" not in records[0]  # the JSON object keeps its keys
+
+
+@pytest.mark.parametrize("bad", [["--lr", "-1"], ["--valid-every", "0"]])
+def test_a_bad_setting_with_nproc_is_refused_once_before_torchrun_starts(
+    toy_data_dir, tmp_path, bad, monkeypatch
+):
+    import nmt_cli.cli.train
+
+    launched = []
+    monkeypatch.setattr(nmt_cli.cli.train, "_launch_torchrun", launched.append)
+    result = invoke("train", toy_data_dir, "-o", tmp_path / "m", "--nproc", "2", *bad)
+    assert result.exit_code == 2 and launched == []
+    assert len(result.stderr.strip().splitlines()) == 1 and bad[0] in result.stderr
+    assert not (tmp_path / "m").exists()

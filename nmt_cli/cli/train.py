@@ -112,21 +112,20 @@ def train(
         from nmt_cli.errors import ConfigError
 
         raise ConfigError(f"--nproc must be at least 1, got {nproc}")
-    if nproc > 1:
-        from nmt_cli.data.datadir import load_data_dir
-
-        load_data_dir(data_dir)  # refused here once, not by every process with a torchrun trace
-        _launch_torchrun(nproc)
-    from nmt_cli.cli.boundary import stderr_console
     from nmt_cli.config import parse_duration
-    from nmt_cli.render.progress import TrainDisplay
-    from nmt_cli.training_run import run_training
+    from nmt_cli.training_run import checked_settings, run_training
 
     given["max_time"] = parse_duration(max_time) if max_time is not None else None
     overrides = {
         table: {f.name: given[f.name] for f in fields(kind) if f.name in given}
         for table, kind in (("model", ModelConfig), ("train", TrainConfig))
     }
+    if nproc > 1:  # refused here once, not by every process with a torchrun trace
+        checked_settings(data_dir, output, config_file, overrides, resume)
+        _launch_torchrun(nproc)
+    from nmt_cli.cli.boundary import stderr_console
+    from nmt_cli.render.progress import TrainDisplay
+
     with TrainDisplay(stderr_console()) as display:
         run_training(
             data_dir, output, config_file, overrides, resume=resume, force=force, on_event=display

@@ -27,7 +27,10 @@ class _GRULayer(torch.autograd.Function):
     @staticmethod
     @torch.amp.custom_fwd(device_type="cpu")
     def forward(ctx, x, h0, w_ih, w_hh, b_ih, b_hh):  # noqa: D102 - autograd protocol
-        ctx.low = low = torch.is_autocast_enabled("cpu")
+        # Under CPU autocast the products take its dtype (bfloat16 for nmt train --bf16).
+        ctx.product_dtype = low = (
+            torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else None
+        )
         batch, steps, _ = x.shape
         size = h0.shape[1]
         gi = _affine(b_ih, x.reshape(batch * steps, -1), w_ih.t(), low)
@@ -37,7 +40,7 @@ class _GRULayer(torch.autograd.Function):
         hn_all = x.new_empty(batch, steps, size)  # W_hn h + b_hn, needed for r's gradient
         states[:, 0] = h0
         h = h0
-        w_hh_t = w_hh.t().to(torch.bfloat16) if low else w_hh.t()  # cast once, not per step
+        w_hh_t = w_hh.t() if low is None else w_hh.t().to(low)  # cast once, not per step
         for t in range(steps):
             gh = _affine(b_hh, h, w_hh_t, low)  # (B, 3H)
             i_r, i_z, i_n = gi[:, t].chunk(3, 1)
@@ -58,7 +61,8 @@ class _GRULayer(torch.autograd.Function):
     @torch.amp.custom_bwd(device_type="cpu")
     def backward(ctx, d_out):  # noqa: D102 - autograd protocol
         x, states, gates, hn_all, w_ih, w_hh = ctx.saved_tensors
-        w_hh_low = w_hh.to(torch.bfloat16) if ctx.low else None
+        low = ctx.product_dtype
+        w_hh_low = None if low is None else w_hh.to(low)
         batch, steps, size = d_out.shape
         d_gates = x.new_empty(batch, steps, 3 * size)  # gradients of the pre-activations
         d_hn = x.new_empty(batch, steps, size)  # gradient of W_hn h + b_hn
@@ -83,16 +87,18 @@ class _GRULayer(torch.autograd.Function):
         d_gi_all = d_gates.reshape(-1, 3 * size)
         prev = states[:, :-1].reshape(-1, size)
         flat_x = x.reshape(batch * steps, -1)
-        d_x = (d_gi_all @ w_ih).view_as(x).to(x.dtype) if ctx.needs_input_grad[0] else None
-        d_w_ih = (d_gi_all.t() @ flat_x).to(w_ih.dtype)  # (bfloat16 products under autocast)
-        d_w_hh = (d_gh_all.t() @ prev).to(w_hh.dtype)
+        # (under autocast these products come out in its dtype; autograd hands each gradient
+        # on in its input's dtype, float32)
+        d_x = (d_gi_all @ w_ih).view_as(x) if ctx.needs_input_grad[0] else None
+        d_w_ih = d_gi_all.t() @ flat_x
+        d_w_hh = d_gh_all.t() @ prev
         return d_x, dh, d_w_ih, d_w_hh, d_gi_all.sum(0), d_gh_all.sum(0)
 
 
-def _affine(bias: torch.Tensor, x: torch.Tensor, weight_t: torch.Tensor, low: bool):
-    """bias + x @ weight_t: one addmm in float32; under CPU autocast (`low`) the product in
-    bfloat16 (autocast casts x) and the sum in float32."""
-    if not low:
+def _affine(bias: torch.Tensor, x: torch.Tensor, weight_t: torch.Tensor, low):
+    """bias + x @ weight_t: one addmm in float32; under CPU autocast (`low`: its dtype, else
+    None) the product in that dtype (autocast casts x) and the sum in float32."""
+    if low is None:
         return torch.addmm(bias, x, weight_t)
     return torch.mm(x, weight_t).float().add_(bias)
 

@@ -93,7 +93,7 @@ class TrainDisplay:
         if kind == "config":
             m, t = e["config"]["model"], e["config"]["train"]
             model = " ".join(f"{k}={v}" for k, v in m.items())
-            off = not str(e["device"]).startswith("cuda")  # mixed precision runs on CUDA only
+            off = not str(e["device"]).startswith("cuda")  # amp is for CUDA (bf16 for either)
             train = " ".join(
                 f"{k}={v}" + (" (CUDA only: off here)" if k == "amp" and v and off else "")
                 for k, v in t.items()
