@@ -84,8 +84,16 @@ def check_bf16(device: torch.device, flag: str, fix: str) -> None:
             f"{flag} needs a CPU with AMX or AVX-512 BF16 (without them bfloat16 runs slower "
             f"than float32): {fix}"
         )
-    if device.type == "cuda" and torch.cuda.get_device_capability(device) < (8, 0):
+    if device.type == "cuda" and not gpu_bf16(device):
         raise ConfigError(
             f"{flag}: {torch.cuda.get_device_name(device)} has no bfloat16 hardware (CUDA "
             f"compute capability 8.0 or later): {fix}"
         )
+
+
+def gpu_bf16(device: torch.device) -> bool:
+    """Whether this GPU computes bfloat16 in hardware: compute capability 8.0 (Ampere) or later,
+    or ROCm. (torch.cuda.is_bf16_supported() counts emulation too, on the current device.)"""
+    import torch
+
+    return bool(torch.version.hip) or torch.cuda.get_device_capability(device) >= (8, 0)

@@ -23,7 +23,7 @@ from nmt_cli import checkpoint
 from nmt_cli.batching import Batch, iterate_batches, make_batches
 from nmt_cli.config import Config
 from nmt_cli.data.datadir import DataDir
-from nmt_cli.device import check_bf16, pick_device, set_threads
+from nmt_cli.device import check_bf16, gpu_bf16, pick_device, set_threads
 from nmt_cli.distributed import Ranks, barrier, broadcast, shard, sum_values
 from nmt_cli.errors import Interrupted, NmtError
 from nmt_cli.loss import Objective
@@ -63,7 +63,7 @@ def autocast_for(device: torch.device, amp: bool, bf16: bool = False):
         return torch.autocast(device.type, dtype=torch.bfloat16), None
     if device.type != "cuda" or not amp:
         return nullcontext(), None
-    if torch.cuda.is_bf16_supported():
+    if gpu_bf16(device):  # else fp16: bfloat16 would be emulated, slower
         return torch.autocast("cuda", dtype=torch.bfloat16), None
     return torch.autocast("cuda", dtype=torch.float16), torch.amp.GradScaler("cuda")
 

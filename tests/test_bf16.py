@@ -4,6 +4,7 @@ where the CPU would only emulate bfloat16."""
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from nmt_cli import device
 from nmt_cli.checkpoint import to_bf16
 from nmt_cli.config import ModelConfig
 from nmt_cli.decoding import _shortlist_columns
+from nmt_cli.errors import ConfigError
 from nmt_cli.model.decoder import padded_rows
 from nmt_cli.model.seq2seq import Seq2Seq
 from nmt_cli.specials import BOS_ID, EOS_ID
@@ -219,3 +221,31 @@ def test_bf16_training_is_refused_where_the_cpu_would_emulate_it(
     assert "AMX or AVX-512 BF16" in result.output and "(--no-bf16)" in result.output
     assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
     assert not out.exists()  # refused before the model directory was made
+
+
+@pytest.mark.parametrize(
+    ("capability", "hip", "native"),
+    [((7, 5), None, False), ((8, 0), None, True), ((7, 0), "6.0", True)],
+)
+def test_a_gpu_counts_as_bfloat16_hardware_from_ampere_or_on_rocm(
+    monkeypatch, capability, hip, native
+):
+    """torch.cuda.is_bf16_supported() says True on a T4 (7.5), where bfloat16 is emulated; amp
+    then picks float16 there, and --bf16 is refused."""
+    from nmt_cli.trainer import autocast_for
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    monkeypatch.setattr(torch.version, "hip", hip)
+    gpu = torch.device("cuda", 0)
+    assert device.gpu_bf16(gpu) is native
+    if native:
+        device.check_bf16(gpu, "--bf16", "drop --bf16")
+    else:
+        monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla T4")
+        with pytest.raises(ConfigError, match="Tesla T4 has no bfloat16 hardware"):
+            device.check_bf16(gpu, "--bf16", "drop --bf16")
+        monkeypatch.setattr(torch.amp, "GradScaler", lambda *args: "scaler")
+        with warnings.catch_warnings():  # no CUDA here: torch warns that it disables autocast
+            warnings.simplefilter("ignore")
+            context, scaler = autocast_for(gpu, amp=True)
+        assert context.fast_dtype == torch.float16 and scaler == "scaler"
