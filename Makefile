@@ -39,14 +39,16 @@ lint: install
 	$(PY) -m ruff check nmt_cli tests data bench scripts
 	$(PY) -m ruff format --check nmt_cli tests data bench scripts
 
-# Speed, memory and BLEU beside OpenNMT-py and Joey NMT, all measured in one run (about 31 min
-# on 2 cores, plus the peers' installation on a clean checkout), then the roofline of every
+# Speed, memory and BLEU beside OpenNMT-py and Joey NMT, all measured in one run (about 37 min
+# on 2 cores, 31 without nmt-bf16, which runs only on CPUs with bfloat16 hardware, plus the
+# peers' installation on a clean checkout), then the roofline of every
 # speed goal nmt missed (bench/profile_report.py on the model it trained); writes bench/RESULTS.md.
 # BENCH_ARGS="--systems nmt,nmt-fast --skip-install" for a subset.
 bench: install
 	$(PY) bench/run.py $(BENCH_ARGS)
 
-# Test BLEU of every system after the same 20-minute training budget (about 1h30); bench/QUALITY.md.
+# Test BLEU of every system after the same 20-minute training budget (about 1h30, 20 min more
+# with nmt-bf16 on a CPU with bfloat16 hardware); bench/QUALITY.md.
 bench-quality: install
 	$(PY) bench/quality.py $(BENCH_ARGS)
 
