@@ -130,7 +130,7 @@ def _coerce(value: Any, expected: type, where: str) -> Any:
     if expected is bool:
         if isinstance(value, bool):
             return value
-        raise ConfigError(f"{where} must be true or false, got {value!r}")
+        raise ConfigError(f"{where} must be true or false, got {_as_toml(value)}")
     if expected is float and isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     if expected is int and isinstance(value, int) and not isinstance(value, bool):
@@ -138,7 +138,12 @@ def _coerce(value: Any, expected: type, where: str) -> Any:
     if expected is str and isinstance(value, str):
         return value
     kind = {int: "a whole number", float: "a number", str: "a quoted string"}[expected]
-    raise ConfigError(f"{where} must be {kind}, got {value!r}")
+    raise ConfigError(f"{where} must be {kind}, got {_as_toml(value)}")
+
+
+def _as_toml(value: Any) -> str:
+    """A value as a TOML file spells it (true, not Python's True)."""
+    return ("true" if value else "false") if isinstance(value, bool) else repr(value)
 
 
 MAX_SEED = 2**32 - 1  # the largest seed every generator takes (numpy's, SentencePiece's)
@@ -303,6 +308,6 @@ def parse_duration(text: str) -> float:
     """Parse '90', '90s', '20m', '1.5h' into seconds."""
     match = _DURATION.match(text)
     if not match:
-        raise ConfigError(f"--max-time must look like 90s, 20m or 1.5h, got {text!r}")
+        raise ConfigError(f"--max-time must be seconds or look like 90s, 20m or 1.5h, got {text!r}")
     scale = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
     return float(match.group(1)) * scale

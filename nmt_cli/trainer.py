@@ -25,7 +25,7 @@ from nmt_cli.config import Config
 from nmt_cli.data.datadir import DataDir
 from nmt_cli.device import check_bf16, gpu_bf16, pick_device, set_threads
 from nmt_cli.distributed import Ranks, barrier, broadcast, shard, sum_values
-from nmt_cli.errors import Interrupted, NmtError
+from nmt_cli.errors import ConfigError, Interrupted, NmtError
 from nmt_cli.loss import Objective
 from nmt_cli.model.seq2seq import Seq2Seq
 from nmt_cli.progress import Event, OnEvent, counted_epoch, ignore
@@ -160,7 +160,14 @@ class Trainer:
             self.config.train.seed,
             epoch,
         )
-        return shard([rows[b] for b in batches], self.ranks)
+        mine = shard([rows[b] for b in batches], self.ranks)
+        if not mine:  # more processes than batches: every rank would get none, and train nothing
+            raise ConfigError(
+                f"the training split makes {len(batches)} batch(es) of --batch-tokens "
+                f"{self.config.train.batch_tokens} per epoch, fewer than the "
+                f"{self.ranks.world} processes: use fewer processes or a smaller --batch-tokens"
+            )
+        return mine
 
     # -- schedule ---------------------------------------------------------------------------
     def _lr(self) -> float:

@@ -30,6 +30,10 @@ def _with_vocab(config: Config, src_vocab: int, tgt_vocab: int) -> Config:
 
 
 def _prepare_model_dir(output: Path, resume: bool, force: bool) -> None:
+    if resume and force:
+        raise ConfigError(
+            "--resume continues the run in OUTPUT and --force starts it afresh: give one of them"
+        )
     if output.exists() and not output.is_dir():
         raise ConfigError(f"{output} exists and is not a directory; choose another --output")
     has_model = (output / checkpoint.LAST_FILE).exists() or (
@@ -44,7 +48,12 @@ def _prepare_model_dir(output: Path, resume: bool, force: bool) -> None:
         if not (output / checkpoint.LAST_FILE).exists():
             hint = f"add --force to start afresh (it has no {checkpoint.LAST_FILE} to resume)"
         raise ConfigError(f"{output} already holds a model: {hint}")
-    output.mkdir(parents=True, exist_ok=True)
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a parent that is a file, a folder of /proc, no permission, ...
+        raise ConfigError(
+            f"cannot make the model directory {output}: {exc.strerror}; choose another --output"
+        ) from None
 
 
 class _StoppedAtOnce(KeyboardInterrupt):
@@ -127,10 +136,17 @@ def checked_settings(
         config, Tokenizer(data.src_spm).vocab_size, Tokenizer(data.tgt_spm).vocab_size
     )
     _ = data.dev_references  # a damaged dev reference fails now (read once, kept for BLEU)
+    device = pick_device(config.train.device)  # an absent GPU is refused here
+    t = config.train
+    if t.guided_alignment and t.alignments and not Path(t.alignments).is_file():
+        raise ConfigError(
+            f"--alignments {t.alignments} is not a file; give the Pharaoh links of the training "
+            "pairs, or drop --alignments to have them computed"
+        )
     if config.train.bf16:
         from nmt_cli.trainer import BF16_FIX, BF16_FLAG
 
-        check_bf16(pick_device(config.train.device), BF16_FLAG, BF16_FIX)
+        check_bf16(device, BF16_FLAG, BF16_FIX)
     return data, config
 
 

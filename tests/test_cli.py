@@ -797,3 +797,56 @@ def test_a_bad_setting_with_nproc_is_refused_once_before_torchrun_starts(
     assert result.exit_code == 2 and launched == []
     assert len(result.stderr.strip().splitlines()) == 1 and bad[0] in result.stderr
     assert not (tmp_path / "m").exists()
+
+
+def test_an_output_that_cannot_be_made_is_one_line_exit_2(toy_data_dir, tmp_path):
+    blocker = tmp_path / "afile"
+    blocker.write_text("not a folder\n")
+    result = invoke("train", toy_data_dir, "-o", blocker / "sub", "--max-steps", "1")
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "cannot make the model directory" in result.stderr and "Traceback" not in result.stderr
+    assert blocker.read_text() == "not a folder\n"
+
+
+def test_resume_and_force_together_are_refused(toy_data_dir, tmp_path):
+    result = invoke("train", toy_data_dir, "-o", tmp_path / "m", "--resume", "--force")
+    assert result.exit_code == 2 and "give one of them" in result.stderr
+    assert not (tmp_path / "m").exists()
+
+
+def test_a_toml_boolean_in_an_error_is_spelled_as_toml(tmp_path):
+    from nmt_cli.config import Config
+    from nmt_cli.errors import ConfigError
+
+    with pytest.raises(
+        ConfigError, match=r"c.toml: \[model\] layers must be a whole number, got true$"
+    ):
+        Config.from_dict({"model": {"layers": True}}, "c.toml")
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (["--guided-alignment", "1", "--alignments", "nofile.txt"], "nofile.txt is not a file"),
+        (["--device", "cuda"], "--device cuda"),
+        (["--nproc", "3"], "--nproc 3 is more than"),
+    ],
+)
+def test_nproc_refuses_what_every_process_would_refuse_before_torchrun(
+    toy_data_dir, tmp_path, monkeypatch, extra, named
+):
+    import torch
+
+    import nmt_cli.cli.train
+    import nmt_cli.device
+
+    if "cuda" in extra and torch.cuda.is_available():
+        pytest.skip("CUDA is present here")
+    monkeypatch.setattr(nmt_cli.device, "available_cores", lambda: 2)
+    launched = []
+    monkeypatch.setattr(nmt_cli.cli.train, "_launch_torchrun", launched.append)
+    nproc = [] if "--nproc" in extra else ["--nproc", "2"]
+    result = invoke("train", toy_data_dir, "-o", tmp_path / "m", *nproc, *extra)
+    assert result.exit_code == 2 and launched == [], result.output
+    assert len(result.stderr.strip().splitlines()) == 1 and named in result.stderr
+    assert not (tmp_path / "m").exists()

@@ -121,7 +121,8 @@ def train(
         for table, kind in (("model", ModelConfig), ("train", TrainConfig))
     }
     if nproc > 1:  # refused here once, not by every process with a torchrun trace
-        checked_settings(data_dir, output, config_file, overrides, resume)
+        _, config = checked_settings(data_dir, output, config_file, overrides, resume)
+        _check_processes(nproc, config.train.device)
         _launch_torchrun(nproc)
     from nmt_cli.cli.boundary import stderr_console
     from nmt_cli.render.progress import TrainDisplay
@@ -129,6 +130,19 @@ def train(
     with TrainDisplay(stderr_console()) as display:
         run_training(
             data_dir, output, config_file, overrides, resume=resume, force=force, on_event=display
+        )
+
+
+def _check_processes(nproc: int, device: str) -> None:
+    """Refuse more CPU training processes than cores: they would only take turns on them."""
+    from nmt_cli.device import available_cores, pick_device
+    from nmt_cli.errors import ConfigError
+
+    cores = available_cores()
+    if pick_device(device).type == "cpu" and nproc > cores:
+        raise ConfigError(
+            f"--nproc {nproc} is more than the {cores} cores this process may use: give at "
+            f"most --nproc {cores} (with --threads 1) on this machine"
         )
 
 
