@@ -101,9 +101,13 @@ class Config:
 def _check_keys(data: dict[str, Any], valid: set[str], where: str) -> None:
     unknown = sorted(set(data) - valid)
     if unknown:
+        import difflib
+
+        close = [m for key in unknown for m in difflib.get_close_matches(key, valid, n=1)]
+        guess = f" (did you mean {', '.join(close)}?)" if close else ""
         raise ConfigError(
-            f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} in {where}; "
-            f"valid keys: {', '.join(sorted(valid))}"
+            f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} in {where}"
+            f"{guess}; valid keys: {', '.join(sorted(valid))}"
         )
 
 

@@ -333,6 +333,7 @@ def test_train_unknown_config_key_lists_valid_ones(toy_data_dir, tmp_path):
     assert (
         result.exit_code == 2 and "hiden_size" in result.stderr and "hidden_size" in result.stderr
     )
+    assert "(did you mean hidden_size?)" in result.stderr
 
 
 @pytest.mark.parametrize(

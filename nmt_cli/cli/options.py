@@ -24,8 +24,9 @@ BATCH_SIZE_HELP = "Sentences per batch."
 QUANTIZE_HELP = "int8 dynamic quantization (CPU)."
 BF16_HELP = (
     "bfloat16 weights and products, for CPUs with AMX or AVX-512 BF16 (Intel Xeon 4th "
-    "generation and later) and GPUs: faster beam search over large batches; a few "
-    "translations may differ from float32's."
+    "generation and later) and GPUs with bfloat16 (refused elsewhere, where it would be "
+    "emulated, slower): faster beam search over large batches; a few translations may differ "
+    "from float32's."
 )
 
 
