@@ -99,6 +99,11 @@ def run_training(
     data, config = checked_settings(data_dir, output, config_file, overrides, resume)
     _prepare_model_dir(output, resume, force)  # every rank checks; creating it is idempotent
     ranks = from_environment(pick_device(config.train.device).type == "cuda")
+    if ranks.main and config.train.alignments and not config.train.guided_alignment:
+        on_event(Event("warning", {"message": (
+            f"--alignments {config.train.alignments} is not used: it trains the attention only "
+            "with --guided-alignment above 0 (e.g. --guided-alignment 1)"
+        )}))  # fmt: skip
     try:
         return _train_ranked(data, output, config, ranks, resume, force, on_event)
     except _StoppedAtOnce:  # nothing saved for it (a first Ctrl-C before the trainer's

@@ -851,3 +851,14 @@ def test_nproc_refuses_what_every_process_would_refuse_before_torchrun(
     assert result.exit_code == 2 and launched == [], result.output
     assert len(result.stderr.strip().splitlines()) == 1 and named in result.stderr
     assert not (tmp_path / "m").exists()
+
+
+def test_alignments_without_a_guided_alignment_weight_are_reported_unused(toy_data_dir, tmp_path):
+    links = tmp_path / "links.txt"
+    links.write_text("0-0\n")
+    result = invoke(
+        "train", toy_data_dir, "-o", tmp_path / "m", "--alignments", links, "--max-steps", "2",
+        "--valid-every", "2", "--emb-size", "8", "--hidden-size", "8", "--threads", "1",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert f"warning: --alignments {links} is not used" in result.stderr
