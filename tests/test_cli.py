@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -862,3 +863,21 @@ def test_alignments_without_a_guided_alignment_weight_are_reported_unused(toy_da
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert f"warning: --alignments {links} is not used" in result.stderr
+
+
+def test_training_goes_on_when_the_reader_of_its_log_goes_away(toy_data_dir, tmp_path):
+    """`nmt train ... 2>&1 | head -1`: once head has its line, the display falls silent and the
+    training finishes and saves (rich alone would exit 1 before anything was saved)."""
+    out = tmp_path / "m"
+    read, write = os.pipe()
+    command = [sys.executable, "-m", "nmt_cli", "train", str(toy_data_dir), "-o", str(out),
+               "--max-steps", "30", "--valid-every", "15", "--log-every", "1",
+               "--emb-size", "8", "--hidden-size", "8", "--threads", "1"]  # fmt: skip
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=write)
+    os.close(write)
+    with os.fdopen(read, "rb") as log:
+        assert log.readline().startswith(b"config:")
+    assert child.wait(timeout=300) == 0
+    assert (out / "model.pt").is_file()
+    events = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
+    assert events[-1]["event"] == "done" and events[-1]["step"] > 0  # trained after the reader left

@@ -24,14 +24,30 @@ _console = None
 
 def stderr_console():
     """A rich console on stderr: colour only on a terminal, NO_COLOR respected (rich does both);
-    written to a file or pipe, a line of text stays one line (grep finds it whole)."""
+    written to a file or pipe, a line of text stays one line (grep finds it whole). If its
+    reader goes away (`nmt train ... 2>&1 | head`), it falls silent and the command goes on:
+    rich would point stdout (not stderr) at /dev/null and exit 1, which stopped a training
+    before it had saved anything, or cut a translation's output short."""
     global _console
     if _console is None:
         from rich.console import Console
 
-        _console = Console(stderr=True, highlight=False)
+        class _Console(Console):
+            def on_broken_pipe(self) -> None:
+                self.quiet = True
+                _to_devnull(self.file)
+
+        _console = _Console(stderr=True, highlight=False)
         _console.soft_wrap = not _console.is_terminal
     return _console
+
+
+def _to_devnull(stream) -> None:
+    """Point the file descriptor of `stream` at /dev/null, so later writes to it succeed."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
 
 
 def _one_line(message: str) -> str:
@@ -85,6 +101,4 @@ _FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
 
 
 def _stdout_to_devnull() -> None:
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+    _to_devnull(sys.stdout)
