@@ -122,3 +122,27 @@ def test_torchrun_training_learns_and_rank0_checkpoint_translates(toy_data_dir, 
     assert len(losses) >= 2 and losses[-1] < losses[0]
     out = invoke("translate", "-m", model, "--beam", "2", input="apple river stone\n")
     assert out.exit_code == 0 and out.stdout.count("\n") == 1
+
+
+def test_more_processes_than_batches_stop_with_the_reason():
+    """Every rank gets the same number of batches (len // world): with more processes than
+    batches each would get none and the run would train nothing and report success."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from nmt_cli.config import Config, TrainConfig
+    from nmt_cli.distributed import Ranks
+    from nmt_cli.errors import ConfigError
+    from nmt_cli.trainer import Trainer
+
+    trainer = Trainer.__new__(Trainer)  # only what epoch_batches reads
+    lengths = np.full(6, 10)
+    trainer.train_rows = np.arange(6)
+    trainer.train_src = trainer.train_tgt = SimpleNamespace(lengths=lengths)
+    trainer.config = Config(train=TrainConfig(batch_tokens=30))  # a few pairs a batch
+    trainer.ranks = Ranks(rank=1, world=2)
+    assert len(trainer.epoch_batches(0)) >= 1
+    trainer.ranks = Ranks(rank=0, world=7)  # more processes than the 6 pairs' batches
+    with pytest.raises(ConfigError, match="batch.* fewer than the 7 processes"):
+        trainer.epoch_batches(0)
