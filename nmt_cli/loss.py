@@ -3,8 +3,11 @@ guided-alignment term when the attention is trained towards given word links."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from nmt_cli.batching import Batch, Guide
 from nmt_cli.model.seq2seq import Seq2Seq
@@ -66,16 +69,9 @@ class Objective(torch.nn.Module):
         if extra:
             vectors = vectors[:, :-extra]
         real = tgt_out != PAD_ID
-        logits = self.model.generator(vectors[real]).float()  # (N, V)
-        targets = tgt_out[real]
-        loss = F.cross_entropy(
-            logits, targets, label_smoothing=self.label_smoothing, reduction="sum"
+        loss, nll = output_loss(
+            self.model.generator, vectors[real], tgt_out[real], self.label_smoothing
         )
-        if not self.label_smoothing:
-            nll = loss.detach()
-        else:
-            with torch.no_grad():
-                nll = F.cross_entropy(logits, targets, reduction="sum")
         if not guided:
             return loss, nll, None
         lengths = real.sum(dim=1) - 1  # target pieces per row (EOS not counted)
@@ -91,3 +87,114 @@ def batch_loss(
         batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_out
     )
     return loss / max(1, batch.n_tokens), nll
+
+
+# Rows of the output layer's logits computed at once: chunk × V floats (8 MiB). A whole
+# 2,000 × 8,000 float32 logits tensor and its gradient, allocated anew each update, come as
+# fresh pages from the system, and touching them cost 50-90 ms per update on a 2-core Xeon.
+_CHUNK_FLOATS = 1 << 21
+
+
+def output_loss(
+    generator: nn.Linear, vectors: torch.Tensor, targets: torch.Tensor, smoothing: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Summed label-smoothed cross-entropy and summed plain NLL of the output layer's logits
+    (taken in float32) for `vectors` (N, O) against `targets` (N,): what
+    `F.cross_entropy(generator(vectors).float(), targets, label_smoothing=…, reduction="sum")`
+    gives, equal up to rounding.
+
+    The logits are made and used a chunk of rows at a time and never kept whole. When a
+    gradient is wanted, each chunk's logit gradient (softmax minus the smoothed one-hot) goes
+    through the output layer's backward at once, so backward only scales what forward summed:
+    the same matrix products as the plain way, without its N × V tensors (logits, their
+    float32 copy, log-softmax, its gradient and theirs)."""
+    wanted = torch.is_grad_enabled() and (
+        vectors.requires_grad or any(p.requires_grad for p in generator.parameters())
+    )
+    if wanted:
+        return _FusedOutputLoss.apply(vectors, generator.weight, generator.bias, targets, smoothing)
+    with torch.no_grad():
+        loss, nll, _ = _chunked_loss(vectors, generator.weight, generator.bias, targets, smoothing)
+    return loss, nll
+
+
+def _compute_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype autocast would run the output layer's matrix product in (x's own without it)."""
+    device = x.device.type
+    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else x.dtype
+
+
+def _chunked_loss(x, weight, bias, targets, smoothing: float, grads: bool = False):
+    """(loss, nll, (dx, dweight, dbias) or None): the sums over the rows of x, chunk by chunk;
+    with `grads`, their gradients for a loss gradient of 1 (float32).
+
+    In float32 each chunk's weight gradient is added by the matrix product itself (addmm_). In
+    a lower precision there is no such product into a float32 sum, and adding each chunk's
+    product to one cost more than the product (2,000 × 8,000 logits, bfloat16 on a 2-core Xeon
+    with AMX): there the chunks' logit gradients are kept, in that precision (half a float32
+    N × V tensor for bfloat16), for one product at the end, which rounds as autocast's own
+    backward does."""
+    dtype = _compute_dtype(x)
+    with torch.autocast(x.device.type, enabled=False):
+        rows, vocab = x.size(0), weight.size(0)
+        chunk = max(1, _CHUNK_FLOATS // vocab)
+        xs, w = x.to(dtype), weight.to(dtype)
+        b = None if bias is None else bias.to(dtype)
+        new = partial(torch.zeros, dtype=torch.float32, device=x.device)
+        loss, nll = new(()), new(())
+        exact = dtype == torch.float32
+        if grads:
+            dx, db = new(x.shape), None if bias is None else new(bias.shape)
+            dw = new(weight.shape) if exact else None
+            kept = None if exact else torch.empty(rows, vocab, dtype=dtype, device=x.device)
+        for start in range(0, rows, chunk):
+            part = slice(start, start + chunk)
+            rows_x, wanted = xs[part], targets[part, None]
+            logits = (rows_x @ w.t() if b is None else torch.addmm(b, rows_x, w.t())).float()
+            lse = torch.logsumexp(logits, dim=1)  # (n,)
+            chunk_nll = (lse - logits.gather(1, wanted).squeeze(1)).sum()
+            nll += chunk_nll
+            if smoothing:  # (1 - ε)·NLL + ε·mean over the vocabulary of −log p
+                loss += (1 - smoothing) * chunk_nll + smoothing * (lse - logits.mean(dim=1)).sum()
+            else:
+                loss += chunk_nll
+            if not grads:
+                continue
+            grad = logits.sub_(lse.unsqueeze(1)).exp_()  # softmax, in place of the logits
+            grad.scatter_add_(1, wanted, grad.new_full(wanted.shape, smoothing - 1.0))
+            if smoothing:
+                grad.sub_(smoothing / vocab)
+            if db is not None:
+                db += grad.sum(dim=0)
+            if exact:
+                dw.addmm_(grad.t(), rows_x)
+            else:
+                grad = kept[part].copy_(grad)
+            dx[part] = grad @ w
+        if grads and not exact:
+            dw = (kept.t() @ xs).float()
+    return loss, nll, (dx, dw, db) if grads else None
+
+
+class _FusedOutputLoss(torch.autograd.Function):
+    """`output_loss` with its gradient computed in forward (the loss is a sum: its gradient
+    is known up to the scalar that backward brings)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, targets, smoothing):
+        loss, nll, (dx, dw, db) = _chunked_loss(x, weight, bias, targets, smoothing, grads=True)
+        ctx.x_dtype = x.dtype
+        ctx.save_for_backward(dx, dw, *(() if db is None else (db,)))
+        ctx.mark_non_differentiable(nll)
+        return loss, nll
+
+    @staticmethod
+    def backward(ctx, grad_loss, _grad_nll):
+        dx, dw, *db = ctx.saved_tensors
+        return (
+            (dx * grad_loss).to(ctx.x_dtype),
+            dw * grad_loss,
+            db[0] * grad_loss if db else None,
+            None,
+            None,
+        )
