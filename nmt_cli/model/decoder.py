@@ -220,7 +220,12 @@ class Decoder(nn.Module):
         self, prev: torch.Tensor, state: DecoderState, memory: Memory
     ) -> tuple[torch.Tensor, DecoderState, torch.Tensor | None]:
         """One target step for prev (B,): attentional vector (B, 1, O), new state, weights (B, S)."""
-        embedded = self._drop(self.embedding(prev.unsqueeze(1)))  # (B, 1, E)
+        return self._step(self._drop(self.embedding(prev.unsqueeze(1))), state, memory)
+
+    def _step(
+        self, embedded: torch.Tensor, state: DecoderState, memory: Memory
+    ) -> tuple[torch.Tensor, DecoderState, torch.Tensor | None]:
+        """`step` for the embedded previous pieces (B, 1, E)."""
         if self.attention is None:
             output, hidden = self._rnn_step(embedded, state.hidden)
             return self._project(output), DecoderState(hidden, None), None
@@ -296,10 +301,13 @@ class Decoder(nn.Module):
     def forward_steps(
         self, tgt_in: torch.Tensor, state: DecoderState, memory: Memory, attention: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The step loop, for decoders whose attention feeds the recurrence."""
+        """The step loop, for decoders whose attention feeds the recurrence. The embeddings do
+        not recur: they are looked up (and dropped out) for all steps at once, so their
+        gradient is one sparse-to-dense sum, not one per step."""
+        embedded = self._drop(self.embedding(tgt_in))  # (B, T, E)
         vectors, weights = [], []
         for t in range(tgt_in.size(1)):
-            vector, state, step_weights = self.step(tgt_in[:, t], state, memory)
+            vector, state, step_weights = self._step(embedded[:, t : t + 1], state, memory)
             vectors.append(vector)
             if attention:
                 weights.append(step_weights)
