@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from nmt_cli.config import ModelConfig
+from nmt_cli.model import feeding
 from nmt_cli.model.attention import build_attention
 from nmt_cli.model.encoder import Hidden, rnn_class
 from nmt_cli.model.gru import FastGRU
@@ -305,6 +306,9 @@ class Decoder(nn.Module):
         not recur: they are looked up (and dropped out) for all steps at once, so their
         gradient is one sparse-to-dense sum, not one per step."""
         embedded = self._drop(self.embedding(tgt_in))  # (B, T, E)
+        if feeding.applies(self, embedded):  # the same steps with a backward pass of their own
+            vectors, weights = feeding.run(self, embedded, state.hidden, memory)
+            return vectors, weights if attention else None
         vectors, weights = [], []
         for t in range(tgt_in.size(1)):
             vector, state, step_weights = self._step(embedded[:, t : t + 1], state, memory)
