@@ -126,31 +126,34 @@ def _compute_dtype(x: torch.Tensor) -> torch.dtype:
 
 def _chunked_loss(x, weight, bias, targets, smoothing: float, grads: bool = False):
     """(loss, nll, (dx, dweight, dbias) or None): the sums over the rows of x, chunk by chunk;
-    with `grads`, their gradients for a loss gradient of 1 (float32).
+    with `grads`, their gradients for a loss gradient of 1 (float32, float64 in a float64 model).
 
-    In float32 each chunk's weight gradient is added by the matrix product itself (addmm_). In
-    a lower precision there is no such product into a float32 sum, and adding each chunk's
-    product to one cost more than the product (2,000 × 8,000 logits, bfloat16 on a 2-core Xeon
-    with AMX): there the chunks' logit gradients are kept, in that precision (half a float32
-    N × V tensor for bfloat16), for one product at the end, which rounds as autocast's own
-    backward does."""
+    The gradients' products are float32 (float64), each chunk's weight gradient added by the
+    product itself (addmm_), but under bfloat16 autocast. There a product into a float32 sum
+    does not exist, and adding each chunk's product to one cost more than the product (2,000 ×
+    8,000 logits on a 2-core Xeon with AMX): the chunks' logit gradients are kept in bfloat16
+    (half a float32 N × V tensor) for one product at the end, which rounds as autocast's own
+    backward does. (Under float16 autocast the logit gradients, mostly tiny probabilities, are
+    not kept in float16: unscaled by the loss scaler, they would fall below its range.)"""
     dtype = _compute_dtype(x)
+    wide = torch.promote_types(dtype, torch.float32)  # sums and gradients
+    kept_low = grads and dtype == torch.bfloat16
     with torch.autocast(x.device.type, enabled=False):
         rows, vocab = x.size(0), weight.size(0)
         chunk = max(1, _CHUNK_FLOATS // vocab)
         xs, w = x.to(dtype), weight.to(dtype)
         b = None if bias is None else bias.to(dtype)
-        new = partial(torch.zeros, dtype=torch.float32, device=x.device)
+        new = partial(torch.zeros, dtype=wide, device=x.device)
         loss, nll = new(()), new(())
-        exact = dtype == torch.float32
         if grads:
             dx, db = new(x.shape), None if bias is None else new(bias.shape)
-            dw = new(weight.shape) if exact else None
-            kept = None if exact else torch.empty(rows, vocab, dtype=dtype, device=x.device)
+            dw = None if kept_low else new(weight.shape)
+            kept = torch.empty(rows, vocab, dtype=dtype, device=x.device) if kept_low else None
+            w_wide = weight.to(wide)
         for start in range(0, rows, chunk):
             part = slice(start, start + chunk)
             rows_x, wanted = xs[part], targets[part, None]
-            logits = (rows_x @ w.t() if b is None else torch.addmm(b, rows_x, w.t())).float()
+            logits = (rows_x @ w.t() if b is None else torch.addmm(b, rows_x, w.t())).to(wide)
             lse = torch.logsumexp(logits, dim=1)  # (n,)
             chunk_nll = (lse - logits.gather(1, wanted).squeeze(1)).sum()
             nll += chunk_nll
@@ -166,13 +169,14 @@ def _chunked_loss(x, weight, bias, targets, smoothing: float, grads: bool = Fals
                 grad.sub_(smoothing / vocab)
             if db is not None:
                 db += grad.sum(dim=0)
-            if exact:
-                dw.addmm_(grad.t(), rows_x)
-            else:
+            if kept_low:
                 grad = kept[part].copy_(grad)
-            dx[part] = grad @ w
-        if grads and not exact:
-            dw = (kept.t() @ xs).float()
+                dx[part] = grad @ w
+            else:
+                dw.addmm_(grad.t(), rows_x.to(wide))
+                dx[part] = grad @ w_wide
+        if kept_low:
+            dw = (kept.t() @ xs).to(wide)
     return loss, nll, (dx, dw, db) if grads else None
 
 

@@ -89,3 +89,59 @@ def test_bfloat16_autocast_stays_close_to_float32(monkeypatch):
     for name, grad in exact[2].items():
         scale = float(grad.abs().max())
         torch.testing.assert_close(low[2][name], grad, rtol=0.1, atol=0.05 * scale, msg=name)
+
+
+class FixedDropout(torch.nn.Module):
+    """The decoder's dropout, made deterministic: the attentional vector of step t (B, 1, O) is
+    multiplied by mask[:, t]; anything else (the embeddings) passes unchanged."""
+
+    def __init__(self, mask: torch.Tensor):
+        super().__init__()
+        self.mask, self.p, self.step = mask, 0.3, 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.size(1) == 1 and x.size(-1) == self.mask.size(-1):
+            self.step += 1
+            return x * self.mask[:, self.step - 1 : self.step]
+        return x
+
+
+def test_dropout_of_the_fed_vector_as_the_modules_step_loop(monkeypatch):
+    torch.manual_seed(7)
+    model = Seq2Seq(config(attention="additive")).double().train()
+    batch = toy_batch(3)
+    steps = batch.tgt_in.size(1)
+    mask = (torch.rand(batch.tgt_in.size(0), steps, model.decoder.output_size) > 0.3) / 0.7
+    mask = mask.double()
+    monkeypatch.setattr(feeding, "dropout_mask", lambda *_: mask)
+
+    model.decoder.dropout = FixedDropout(mask)
+    expected = steps_and_grads(model, batch, False, monkeypatch)
+    assert model.decoder.dropout.step == steps  # the module's loop dropped every step's vector
+    got = steps_and_grads(model, batch, True, monkeypatch)
+
+    torch.testing.assert_close(got[0], expected[0], rtol=1e-5, atol=1e-6)
+    for name, grad in expected[2].items():
+        torch.testing.assert_close(got[2][name], grad, rtol=1e-5, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        dict(cell="lstm"),
+        dict(layers=2),
+        dict(decoder_style="bahdanau"),
+        dict(input_feed=False),
+        dict(attention="none"),
+    ],
+)
+def test_other_decoders_keep_the_modules_loop(changes):
+    decoder = Seq2Seq(config(**{"attention": "additive", **changes})).decoder
+    assert not feeding.applies(decoder, torch.zeros(1, 1, 1))
+
+
+def test_not_taken_without_gradients_or_for_a_bfloat16_model():
+    model = Seq2Seq(config(attention="additive"))
+    with torch.no_grad():
+        assert not feeding.applies(model.decoder, torch.zeros(1, 1, 1))
+    assert not feeding.applies(model.bfloat16().decoder, torch.zeros(1, 1, 1))

@@ -65,3 +65,35 @@ def test_bfloat16_autocast_matches_autocasts_own_backward(monkeypatch):
     for want, have in zip(expected, got, strict=True):
         assert have.dtype == want.dtype == torch.float32
         torch.testing.assert_close(have, want, rtol=0.02, atol=0.02 * float(want.abs().max()))
+
+
+def test_float64_model_keeps_float64():
+    torch.manual_seed(2)
+    layer = torch.nn.Linear(8, 30).double()
+    x = torch.randn(20, 8, dtype=torch.double, requires_grad=True)
+    targets = torch.randint(0, 30, (20,))
+    loss, _ = output_loss(layer, x, targets, 0.1)
+    loss.backward()
+    assert loss.dtype == x.grad.dtype == layer.weight.grad.dtype == torch.float64
+    logits = layer(x.detach())
+    reference = F.cross_entropy(logits, targets, label_smoothing=0.1, reduction="sum")
+    assert loss.item() == pytest.approx(reference.item(), rel=1e-12)
+
+
+def test_float16_autocast_keeps_the_small_probabilities_of_the_weight_gradient():
+    """Under float16 the logit gradients (mostly tiny probabilities) must not be stored in
+    float16: unscaled, those below its range would vanish from the weight gradient."""
+    torch.manual_seed(3)
+    layer = torch.nn.Linear(16, 512, bias=False)
+    x = (30 * torch.randn(64, 16)).requires_grad_()  # peaked: most probabilities far below 1e-8
+    targets = torch.randint(0, 512, (64,))
+    with torch.autocast("cpu", dtype=torch.float16):
+        loss, _ = output_loss(layer, x, targets, 0.0)
+    loss.backward()
+    got = layer.weight.grad.clone()
+    layer.zero_grad()
+    plain(layer, x, targets, 0.0).backward()  # float32 throughout
+    want = layer.weight.grad
+    rows = want.norm(dim=1) > 0
+    error = (got - want).norm(dim=1)[rows] / want.norm(dim=1)[rows]
+    assert float(error.max()) < 0.1

@@ -29,10 +29,12 @@ from nmt_cli.model.attention import AdditiveAttention, DotAttention, GeneralAtte
 
 def applies(decoder: nn.Module, embedded: torch.Tensor) -> bool:
     """Whether `run` can stand in for the module's step loop: gradients wanted on a CPU, one
-    GRU layer, Luong input feeding with dot, general or additive attention."""
-    rnn = decoder.rnn
+    GRU layer, Luong input feeding with dot, general or additive attention, float weights."""
+    rnn, combine = decoder.rnn, decoder.combine.weight
     return (
         embedded.device.type == "cpu"
+        and isinstance(combine, nn.Parameter)  # not an int8 layer
+        and combine.dtype in (torch.float32, torch.float64)  # not a bfloat16 model
         and torch.is_grad_enabled()
         and decoder.input_feed
         and isinstance(rnn, nn.GRU)
@@ -46,11 +48,7 @@ def run(decoder: nn.Module, embedded: torch.Tensor, hidden: torch.Tensor, memory
     steps over the embedded target inputs (B, T, E), from the initial state (1, B, D)."""
     rnn, attention = decoder.rnn, decoder.attention
     batch, steps, _ = embedded.shape
-    drop = None
-    p = decoder.dropout.p
-    if decoder.training and p > 0:
-        drop = embedded.new_empty(batch, steps, decoder.output_size, dtype=torch.float32)
-        drop.bernoulli_(1 - p).div_(1 - p)
+    drop = dropout_mask(decoder, batch, steps, embedded.device)
     additive = isinstance(attention, AdditiveAttention)
     return _Steps.apply(
         embedded,
@@ -73,6 +71,16 @@ def run(decoder: nn.Module, embedded: torch.Tensor, hidden: torch.Tensor, memory
 def _widened(x: torch.Tensor) -> torch.Tensor:
     """x in float32 if it is of a lower precision (autocast's), else as it is."""
     return x.to(torch.promote_types(x.dtype, torch.float32))
+
+
+def dropout_mask(decoder: nn.Module, batch: int, steps: int, device) -> torch.Tensor | None:
+    """The dropout of the attentional vectors (B, T, O), scaled: what `nn.Dropout` multiplies
+    them by; None outside training or without dropout."""
+    p = decoder.dropout.p
+    if not decoder.training or p == 0:
+        return None
+    mask = torch.empty(batch, steps, decoder.output_size, device=device)
+    return mask.bernoulli_(1 - p).div_(1 - p)
 
 
 class _Products:
@@ -229,27 +237,41 @@ class _Steps(torch.autograd.Function):
                 d_feed = products.times(d_gi, w_f) if t else None
             rows = batch * steps
             d_gi_flat, d_gh_flat = d_gi_all.view(rows, -1), d_gh_all.view(rows, -1)
-            d_pre_flat = d_pre_all.view(rows, -1)
-            outputs = hs[:, 1:].reshape(rows, size)
             d_emb = products.times(d_gi_flat, w_e).view_as(emb)
-            d_w_ih = torch.cat(
-                [
-                    products.grad(d_gi_flat, emb.reshape(rows, emb_size)),
-                    products.grad(d_gi_flat, feeds[:, :-1].reshape(rows, -1)),
-                ],
-                dim=1,
-            )
-            d_w_hh = products.grad(d_gh_flat, hs[:, :-1].reshape(rows, size))
-            joined = torch.cat([contexts, hs[:, 1:]], dim=2).view(rows, -1)
-            d_w_c = products.grad(d_pre_flat, joined)
             d_states = torch.bmm(weights.transpose(1, 2), d_contexts)  # (B, S, M)
-            d_w_q = d_b_q = None
+            if not additive:  # scores K d_t: K's gradient sums d_score_t ⊗ d_t over the steps
+                d_keys = torch.bmm(d_scores.transpose(1, 2), hs[:, 1:])
+            # the weights' gradients, one product each, where they are wanted (saliency, which
+            # runs this backward for the embeddings' gradient, wants none)
+            wanted = ctx.needs_input_grad
+            grads: list[torch.Tensor | None] = [
+                None
+            ] * 8  # w_ih, w_hh, b_ih, b_hh, w_c, w_q, b_q, v
+            if wanted[6]:
+                grads[0] = torch.cat(
+                    [
+                        products.grad(d_gi_flat, emb.reshape(rows, emb_size)),
+                        products.grad(d_gi_flat, feeds[:, :-1].reshape(rows, -1)),
+                    ],
+                    dim=1,
+                )
+            if wanted[7]:
+                grads[1] = products.grad(d_gh_flat, hs[:, :-1].reshape(rows, size))
+            if wanted[8]:
+                grads[2] = d_gi_flat.sum(0)
+            if wanted[9]:
+                grads[3] = d_gh_flat.sum(0)
+            if wanted[10]:
+                joined = torch.cat([contexts, hs[:, 1:]], dim=2).view(rows, -1)
+                grads[4] = products.grad(d_pre_all.view(rows, -1), joined)
             if additive:
                 d_query_flat = d_queries.view(rows, -1)
-                d_w_q = products.grad(d_query_flat, outputs)
-                d_b_q = d_query_flat.sum(0)
-            else:  # scores K d_t: K's gradient sums d_score_t ⊗ d_t over the steps
-                d_keys = torch.bmm(d_scores.transpose(1, 2), hs[:, 1:])
+                if wanted[11]:
+                    grads[5] = products.grad(d_query_flat, hs[:, 1:].reshape(rows, size))
+                if wanted[12]:
+                    grads[6] = d_query_flat.sum(0)
+                if wanted[13]:
+                    grads[7] = d_v
         emb_dtype, h0_dtype, keys_dtype, states_dtype = ctx.dtypes
         return (
             d_emb.to(emb_dtype),
@@ -258,12 +280,5 @@ class _Steps(torch.autograd.Function):
             d_states.to(states_dtype),
             None,
             None,
-            d_w_ih,
-            d_w_hh,
-            d_gi_flat.sum(0),
-            d_gh_flat.sum(0),
-            d_w_c,
-            d_w_q,
-            d_b_q,
-            d_v if additive else None,
+            *grads,
         )
