@@ -1,18 +1,17 @@
-"""The training loop: token batches, Adam with warm-up and decay, validation, checkpoints.
+"""The training loop: when to update, report, validate, save and stop.
 
 The trainer prints nothing. It reports through `on_event(progress.Event)`, which the CLI turns
-into a live display, and appends every report to `train.jsonl` in the model directory. What it calls
-lives beside it: the loss in `loss`, validation in `validation`, the files in `checkpoint`.
+into a live display, and appends every report to `train.jsonl` in the model directory. What it
+calls lives beside it: one update (loss, Adam, mixed precision) in `updates`, the reports in
+`train_report`, validation in `validation`, the files in `checkpoint`.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import threading
 import time
-from contextlib import nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -23,54 +22,14 @@ from nmt_cli import checkpoint
 from nmt_cli.batching import Batch, iterate_batches, make_batches
 from nmt_cli.config import Config
 from nmt_cli.data.datadir import DataDir
-from nmt_cli.device import check_bf16, gpu_bf16, pick_device, set_threads
+from nmt_cli.device import pick_device, set_threads
 from nmt_cli.distributed import Ranks, barrier, broadcast, shard, sum_values
 from nmt_cli.errors import ConfigError, Interrupted, NmtError
-from nmt_cli.loss import Objective
 from nmt_cli.model.seq2seq import Seq2Seq
 from nmt_cli.progress import Event, OnEvent, counted_epoch, ignore
+from nmt_cli.train_report import Clock, Progress, Window, remaining
+from nmt_cli.updates import Updater
 from nmt_cli.validation import DevScores, Validator
-
-MAX_BAD_LOSSES = 5  # consecutive non-finite losses before training stops
-
-
-@dataclass
-class Progress:
-    """Everything about where training stands; saved in the resume checkpoint."""
-
-    step: int = 0
-    epoch: int = 0
-    batch_index: int = 0  # the next batch of `epoch` to train on
-    best_bleu: float = -1.0  # the best validation's score (see DevScores.score)
-    best_by: str = "bleu"  # what that score is: "bleu", "loss" (negated) or "step" (no dev split)
-    best_step: int = 0
-    validated_step: int = -1  # the step last validated: a resume does not validate it again
-    bad_validations: int = 0
-    lr_scale: float = 1.0  # plateau decay applied so far
-    tokens_seen: int = 0
-    train_seconds: float = 0.0
-
-
-def autocast_for(device: torch.device, amp: bool, bf16: bool = False):
-    """The mixed precision of training, and its gradient scaler (fp16 only).
-
-    With `bf16` (whatever `amp` says): bf16 autocast on a CPU or GPU that computes bfloat16 in
-    hardware (see `device.check_bf16`). With `amp` on CUDA: bf16 autocast where the GPU
-    supports it, else fp16. Weights, optimizer state and the loss stay float32 either way.
-    Otherwise: float32."""
-    if bf16:
-        check_bf16(device, BF16_FLAG, BF16_FIX)
-        return torch.autocast(device.type, dtype=torch.bfloat16), None
-    if device.type != "cuda" or not amp:
-        return nullcontext(), None
-    if gpu_bf16(device):  # else fp16: bfloat16 would be emulated, slower
-        return torch.autocast("cuda", dtype=torch.bfloat16), None
-    return torch.autocast("cuda", dtype=torch.float16), torch.amp.GradScaler("cuda")
-
-
-# How `nmt train` names bfloat16 training in a refusal, and the way around it: a resumed run
-# takes bf16 from its saved config, where there is no --bf16 to drop.
-BF16_FLAG, BF16_FIX = "--bf16 (bf16 in [train])", "train without it (--no-bf16)"
 
 
 class Trainer:
@@ -99,24 +58,10 @@ class Trainer:
         set_threads(t.threads)
         torch.manual_seed(t.seed)  # the same initial weights on every rank
         self.model = Seq2Seq(config.model).to(self.device)
-        self.objective: torch.nn.Module = Objective(
-            self.model, t.label_smoothing, t.guided_alignment
-        )
-        if self.ranks.distributed:
-            from torch.nn.parallel import DistributedDataParallel
-
-            ids = [self.device.index] if self.device.type == "cuda" else None
-            self.objective = DistributedDataParallel(self.objective, device_ids=ids)
-            torch.manual_seed(t.seed + 7919 * self.ranks.rank)  # different dropout per rank
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=t.lr)
-        self.autocast, self.scaler = autocast_for(self.device, t.amp, t.bf16)
+        self.update = Updater(self.model, t, self.device, self.ranks, self._emit)
         self.progress = Progress()
         self._load_training_data()
-        self.validate = Validator(data, t, self.device, self.autocast)
-        self._bad_losses = 0
-        self.global_tokens = 0  # target tokens of the last update, summed over ranks
-        self.alignment_loss: float | None = None  # guided term per guided step, last update
-        self.nll = 0.0  # plain NLL per target token of the last update (its ppl is logged)
+        self.validate = Validator(data, t, self.device, self.update.autocast)
 
     # -- data -------------------------------------------------------------------------------
     def _load_training_data(self) -> None:
@@ -169,91 +114,17 @@ class Trainer:
             )
         return mine
 
-    # -- schedule ---------------------------------------------------------------------------
-    def _lr(self) -> float:
-        """Linear warm-up, then constant × plateau decay, or inverse square root."""
-        t, step = self.config.train, max(1, self.progress.step + 1)
-        if t.warmup_steps and step < t.warmup_steps:
-            return t.lr * step / t.warmup_steps
-        if t.schedule == "inverse_sqrt" and t.warmup_steps:
-            return t.lr * math.sqrt(t.warmup_steps / step)
-        return max(t.min_lr, t.lr * self.progress.lr_scale)
-
-    def _set_lr(self) -> float:
-        lr = self._lr()
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        return lr
-
-    # -- one update -------------------------------------------------------------------------
     def train_step(self, batch: Batch) -> float | None:
-        """One update on `batch` (this rank's share of a global batch); None if it was skipped."""
-        self.objective.train()
-        batch = batch.to(self.device)
-        global_tokens, global_sentences = sum_values(
-            [float(batch.n_tokens), float(batch.src.size(0))], self.ranks, self.device
-        )
-        self.global_tokens = int(global_tokens)  # target tokens of this update, all ranks
-        per = global_sentences if self.config.train.normalization == "sentences" else global_tokens
-        with self.autocast:
-            loss_sum, nll_sum, alignment = self.objective(
-                batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_out, batch.guide
-            )
-        # DDP averages gradients over ranks; scaling by world/global tokens (or sentences) makes
-        # the result the gradient of the mean loss over the whole global batch.
-        loss = loss_sum * (self.ranks.world / max(1.0, per))
-        self.optimizer.zero_grad(set_to_none=True)
-        if self.scaler is not None:
-            self.scaler.scale(loss).backward()
-            self.scaler.unscale_(self.optimizer)
-        else:
-            loss.backward()
-        guided = alignment is not None
-        reported = [
-            float(torch.isfinite(loss).item()),
-            loss_sum.item() / max(1.0, global_tokens),  # the loss per target token, all ranks
-            nll_sum.item() / max(1.0, global_tokens),  # its plain NLL (no smoothing), for ppl
-            alignment.item() if guided else 0.0,
-            batch.guide.weights.sum().item() if guided else 0.0,  # guided steps: weights sum to 1
-        ]
-        finite, value, nll, alignment_sum, guided_steps = sum_values(
-            reported, self.ranks, self.device
-        )
-        if finite < self.ranks.world:
-            return self._skip_update()
-        if guided:  # the loss reported stays the translation loss, comparable with unguided runs
-            value -= self.config.train.guided_alignment * alignment_sum / max(1.0, global_tokens)
-            self.alignment_loss = alignment_sum / max(1.0, guided_steps)
-        self._bad_losses = 0
-        self.nll = nll
-        if self.config.train.clip_norm > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.train.clip_norm)
-        if self.scaler is not None:
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            self.optimizer.step()
-        return value
-
-    def _skip_update(self) -> None:
-        self._bad_losses += 1
-        self.optimizer.zero_grad(set_to_none=True)
-        step = self.progress.step + 1
-        message = f"non-finite loss at step {step}: update skipped"
-        self._emit(Event("warning", {"step": step, "message": message}))
-        if self._bad_losses >= MAX_BAD_LOSSES:
-            raise NmtError(
-                f"the loss was not finite {MAX_BAD_LOSSES} times in a row (step {step}); the "
-                "last good checkpoint is kept: lower --lr or check the data, then --resume"
-            )
-        return None
+        """The next update on `batch`; its loss per target token, or None if it was skipped."""
+        measured = self.update(batch, self.progress.step + 1)
+        return None if measured is None else measured.loss
 
     # -- the loop ---------------------------------------------------------------------------
     def train(self) -> Progress:
         """Train until a limit is reached; validate and checkpoint along the way."""
         t = self.config.train
-        clock = _Clock(self.progress.train_seconds)
-        window = _Window()
+        clock = Clock(self.progress.train_seconds)
+        window = Window()
         stopped = self._should_stop(clock)  # a resumed run may be at its limit already
         if stopped and self.progress.step and not self.stop.is_set():
             self._say_spent(t)
@@ -263,14 +134,14 @@ class Trainer:
             for index, batch in iterate_batches(
                 self.train_src, self.train_tgt, batches, self.progress.batch_index, self.guides
             ):
-                lr = self._set_lr()
-                loss = self.train_step(batch)
+                lr = self.update.set_lr(self.progress.step, self.progress.lr_scale)
+                measured = self.update(batch, self.progress.step + 1)
                 self.progress.batch_index = index + 1
                 self.progress.train_seconds = clock.total()
-                if loss is not None:
+                if measured is not None:
                     self.progress.step += 1
-                    self.progress.tokens_seen += self.global_tokens
-                    window.add(loss, self.global_tokens, self.alignment_loss, self.nll)
+                    self.progress.tokens_seen += measured.tokens
+                    window.add(measured)
                     if self.progress.step % t.log_every == 0:
                         self._report(window, lr, len(batches), clock)
                     if self.progress.step % t.valid_every == 0:
@@ -305,7 +176,7 @@ class Trainer:
         patience = self.config.train.patience
         return bool(patience) and self.progress.bad_validations >= patience
 
-    def _should_stop(self, clock: _Clock) -> bool:
+    def _should_stop(self, clock: Clock) -> bool:
         """Stop on a signal or a budget; in DDP all ranks agree (any rank's reason stops all)."""
         t = self.config.train
         budget = (
@@ -332,7 +203,7 @@ class Trainer:
         message = f"{spent}: give a larger one (0: no limit) to train on"
         self._emit(Event("warning", {"step": p.step, "message": message}))
 
-    def _interrupt(self, clock: _Clock) -> None:
+    def _interrupt(self, clock: Clock) -> None:
         self.progress.train_seconds = clock.total()
         self._save_last(kept=False)  # resumable, but not one of the validated kept checkpoints
         self._emit(self._progress_event("interrupted"))
@@ -341,47 +212,11 @@ class Trainer:
             f"{self.model_dir / checkpoint.LAST_FILE}: continue with --resume"
         )
 
-    def _report(self, window: _Window, lr: float, n_batches: int, clock: _Clock) -> None:
-        steps_per_s = window.steps / window.seconds()
-        self._emit(
-            Event(
-                "train",
-                {
-                    "step": self.progress.step,
-                    "epoch": self.progress.epoch + 1,
-                    "batch": self.progress.batch_index,
-                    "batches": n_batches,
-                    "loss": round(window.mean_loss(), 4),  # label-smoothed, as trained
-                    "ppl": round(math.exp(min(window.mean_nll(), 50.0)), 2),  # of the plain NLL
-                    **self._alignment_report(window),
-                    "lr": lr,
-                    "tokens_per_s": round(window.tokens / window.seconds(), 1),
-                    "elapsed": round(self.progress.train_seconds, 1),
-                    "remaining": self._remaining(clock.total(), steps_per_s, n_batches),
-                    "world_size": self.ranks.world,
-                },
-            )
-        )
+    def _report(self, window: Window, lr: float, n_batches: int, clock: Clock) -> None:
+        rate = window.steps / window.seconds()
+        left = remaining(self.config.train, self.progress, clock.total(), rate, n_batches)
+        self._emit(window.event(self.progress, lr, n_batches, left, self.ranks.world))
         window.restart()
-
-    @staticmethod
-    def _alignment_report(window: _Window) -> dict[str, float]:
-        """The guided-alignment term per guided target step (its floor: the links' entropy)."""
-        if not window.alignment_steps:
-            return {}
-        return {"align_loss": round(window.alignment / window.alignment_steps, 4)}
-
-    def _remaining(self, elapsed: float, steps_per_s: float, n_batches: int) -> float | None:
-        t, p = self.config.train, self.progress
-        estimates = []
-        if t.max_time:
-            estimates.append(max(0.0, t.max_time - elapsed))
-        if t.max_steps and steps_per_s > 0:
-            estimates.append((t.max_steps - p.step) / steps_per_s)
-        if t.max_epochs and steps_per_s > 0:
-            left = (t.max_epochs - p.epoch - 1) * n_batches + (n_batches - p.batch_index)
-            estimates.append(left / steps_per_s)
-        return round(min(estimates), 1) if estimates else None
 
     # -- validation and checkpoints ------------------------------------------------------
     def _validate_and_save(self) -> None:
@@ -480,9 +315,8 @@ class Trainer:
         state = {
             "config": self.config.to_dict(),
             "weights": self._weights(),
-            "optimizer": self.optimizer.state_dict(),
+            **self.update.state(),
             "progress": progress,
-            "scaler": self.scaler.state_dict() if self.scaler else None,
             "data_fingerprint": self.data.fingerprint,
         }
         keep = self.config.train.keep_checkpoints if kept else 0
@@ -493,14 +327,14 @@ class Trainer:
 
         def restore(payload: dict) -> None:
             self.model.load_state_dict(payload["weights"])
-            self.optimizer.load_state_dict(payload["optimizer"])
+            self.update.restore(payload)
             saved = dict(payload["progress"])
             if "best_by" not in saved:  # saved before the field: what its best score was
                 saved["best_by"] = "bleu" if self.data.has_split("dev") else "step"
             self.progress = Progress(**saved)
 
         data = self.data
-        payload = checkpoint.load_resume(
+        checkpoint.load_resume(
             self.model_dir,
             self.device,
             data.fingerprint,
@@ -511,8 +345,6 @@ class Trainer:
         self.progress.batch_index //= self.ranks.world
         if self.ranks.distributed:
             torch.manual_seed(self.config.train.seed + 7919 * self.ranks.rank + self.progress.step)
-        if self.scaler is not None and payload.get("scaler"):
-            self.scaler.load_state_dict(payload["scaler"])
         self._emit(Event("resumed", asdict(self.progress)))
         return self.progress
 
@@ -523,49 +355,3 @@ class Trainer:
         with open(self.model_dir / checkpoint.LOG_FILE, "a", encoding="utf-8") as log:
             log.write(json.dumps(record) + "\n")
         self.on_event(event)
-
-
-class _Clock:
-    """Training time: this run's, and the total including runs before a resume."""
-
-    def __init__(self, before: float):
-        self.before = before
-        self.started = time.monotonic()
-
-    def run(self) -> float:
-        return time.monotonic() - self.started
-
-    def total(self) -> float:
-        return self.before + self.run()
-
-
-class _Window:
-    """Loss and throughput since the last report."""
-
-    def __init__(self) -> None:
-        self.restart()
-
-    def restart(self) -> None:
-        self.loss, self.nll, self.steps, self.tokens = 0.0, 0.0, 0, 0
-        self.started = time.monotonic()
-        self.alignment, self.alignment_steps = 0.0, 0
-
-    def add(
-        self, loss: float, tokens: int, alignment: float | None = None, nll: float | None = None
-    ) -> None:
-        self.loss += loss
-        self.nll += loss if nll is None else nll
-        self.steps += 1
-        self.tokens += tokens
-        if alignment is not None:
-            self.alignment += alignment
-            self.alignment_steps += 1
-
-    def seconds(self) -> float:
-        return max(1e-9, time.monotonic() - self.started)
-
-    def mean_loss(self) -> float:
-        return self.loss / max(1, self.steps)
-
-    def mean_nll(self) -> float:
-        return self.nll / max(1, self.steps)

@@ -149,7 +149,7 @@ def checked_settings(
             "pairs, or drop --alignments to have them computed"
         )
     if config.train.bf16:
-        from nmt_cli.trainer import BF16_FIX, BF16_FLAG
+        from nmt_cli.updates import BF16_FIX, BF16_FLAG
 
         check_bf16(device, BF16_FLAG, BF16_FIX)
     return data, config

@@ -232,7 +232,7 @@ def test_a_gpu_counts_as_bfloat16_hardware_from_ampere_or_on_rocm(
 ):
     """torch.cuda.is_bf16_supported() says True on a T4 (7.5), where bfloat16 is emulated; amp
     then picks float16 there, and --bf16 is refused."""
-    from nmt_cli.trainer import autocast_for
+    from nmt_cli.updates import autocast_for
 
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
     monkeypatch.setattr(torch.version, "hip", hip)

@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "nmt_cli"
 
 # Floors, lowest first; a module may import from its own floor or below, never above.
 FRONT_DOORS = {"translator", "trainer", "aligner", "training_run", "averaging"}
-MIDDLE = {"checkpoint", "decoding", "loss", "validation"}
+MIDDLE = {"checkpoint", "decoding", "loss", "validation", "updates", "train_report"}
 TERMINAL = ("cli", "render")  # the only packages that know about the terminal
 TERMINAL_LIBRARIES = {"typer", "rich", "click", "argparse"}
 INTERFACES = (*TERMINAL, "serve")  # the terminal's packages and the HTTP service (`nmt serve`)

@@ -11,7 +11,7 @@ import torch
 from cli_runner import invoke
 from outcome import assert_refused
 
-from nmt_cli import checkpoint, trainer
+from nmt_cli import checkpoint, updates
 
 SMALL = ("--emb-size", "8", "--hidden-size", "8", "--batch-tokens", "200", "--threads", "1")
 
@@ -22,7 +22,7 @@ class PoisonedLoss:
     def __init__(self, monkeypatch, poisoned):
         self.poisoned = poisoned
         self.calls = 0
-        real = trainer.Objective.forward
+        real = updates.Objective.forward
 
         def forward(module, *args, **kwargs):
             loss, *rest = real(module, *args, **kwargs)
@@ -32,7 +32,7 @@ class PoisonedLoss:
                     loss = loss * float("nan")  # still part of the graph, as a real NaN is
             return loss, *rest
 
-        monkeypatch.setattr(trainer.Objective, "forward", forward)
+        monkeypatch.setattr(updates.Objective, "forward", forward)
 
 
 def _events(out: Path) -> list[dict]:
@@ -73,7 +73,7 @@ def test_repeated_nan_losses_stop_training_and_keep_the_last_good_checkpoint(
     good = _finite_weights(out / checkpoint.LAST_FILE)
     assert good["progress"]["step"] == 4
     _finite_weights(out / checkpoint.MODEL_FILE)
-    assert len([e for e in _events(out) if e["event"] == "warning"]) == trainer.MAX_BAD_LOSSES
+    assert len([e for e in _events(out) if e["event"] == "warning"]) == updates.MAX_BAD_LOSSES
     assert not (out / ".lock").exists()
 
     monkeypatch.undo()  # the fault is gone (a lower --lr, cleaner data): resume from step 4
@@ -87,7 +87,7 @@ def test_repeated_nan_losses_stop_training_and_keep_the_last_good_checkpoint(
 
 @pytest.mark.parametrize("value", [float("inf"), float("-inf")])
 def test_an_infinite_loss_is_treated_like_nan(toy_data_dir, tmp_path, monkeypatch, value):
-    real = trainer.Objective.forward
+    real = updates.Objective.forward
     calls = []
 
     def forward(module, *args, **kwargs):
@@ -98,7 +98,7 @@ def test_an_infinite_loss_is_treated_like_nan(toy_data_dir, tmp_path, monkeypatc
                 loss = loss * 0 + value
         return loss, *rest
 
-    monkeypatch.setattr(trainer.Objective, "forward", forward)
+    monkeypatch.setattr(updates.Objective, "forward", forward)
     out = tmp_path / "model"
     result = invoke("train", toy_data_dir, "-o", out, "--max-steps", "3", "--valid-every", "3",
                     *SMALL)  # fmt: skip
