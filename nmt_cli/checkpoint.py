@@ -398,8 +398,8 @@ def load_resume(
     restore: Callable,
     model_options: dict | None = None,
 ) -> dict:
-    """Read the resume checkpoint, hand it to `restore` (which loads model, optimizer and
-    progress from it), then put the random generators back as they were when it was saved.
+    """Read the resume checkpoint, hand it to `restore` (which loads model, optimizer, gradient
+    scaler and progress from it), then put the random generators back as they were when it was saved.
 
     A checkpoint of other data (fingerprint) or of other `model_options` (this run's
     [model] table) is refused, naming the options that differ.

@@ -70,6 +70,12 @@ class Window:
     def seconds(self) -> float:
         return max(1e-9, time.monotonic() - self.started)
 
+    def _alignment_fields(self) -> dict[str, float]:
+        """The guided-alignment term per guided target step (its floor: the links' entropy)."""
+        if not self.alignment_steps:
+            return {}
+        return {"align_loss": round(self.alignment / self.alignment_steps, 4)}
+
     def event(
         self, progress: Progress, lr: float, batches: int, left: float | None, world: int
     ) -> Event:
@@ -84,12 +90,7 @@ class Window:
                 "batches": batches,
                 "loss": round(self.loss / steps, 4),  # label-smoothed, as trained
                 "ppl": round(math.exp(min(self.nll / steps, 50.0)), 2),  # of the plain NLL
-                # the guided-alignment term per guided target step (its floor: the links' entropy)
-                **(
-                    {"align_loss": round(self.alignment / self.alignment_steps, 4)}
-                    if self.alignment_steps
-                    else {}
-                ),
+                **self._alignment_fields(),
                 "lr": lr,
                 "tokens_per_s": round(self.tokens / self.seconds(), 1),
                 "elapsed": round(progress.train_seconds, 1),

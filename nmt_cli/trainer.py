@@ -114,8 +114,11 @@ class Trainer:
             )
         return mine
 
+    # -- one update ---------------------------------------------------------------------------
     def train_step(self, batch: Batch) -> float | None:
-        """The next update on `batch`; its loss per target token, or None if it was skipped."""
+        """The next update on `batch` at the learning rate last set; its loss per target token,
+        or None if it was skipped (`train` calls `self.update` itself; tests and
+        scripts/profile_train.py call this)."""
         measured = self.update(batch, self.progress.step + 1)
         return None if measured is None else measured.loss
 
@@ -312,11 +315,13 @@ class Trainer:
         progress = asdict(self.progress)
         # The data position is kept in global batches, so any number of ranks can resume it.
         progress["batch_index"] = self.progress.batch_index * self.ranks.world
+        update = self.update.state()  # optimizer and scaler
         state = {
             "config": self.config.to_dict(),
             "weights": self._weights(),
-            **self.update.state(),
+            "optimizer": update["optimizer"],
             "progress": progress,
+            "scaler": update["scaler"],
             "data_fingerprint": self.data.fingerprint,
         }
         keep = self.config.train.keep_checkpoints if kept else 0

@@ -58,7 +58,9 @@ class Measured:
 
 
 class Updater:
-    """The objective, Adam and mixed precision of one model (on this rank)."""
+    """The objective, Adam and mixed precision of one model (on this rank). Made right after
+    the model: when distributed, it reseeds torch for this rank's dropout once the weights
+    are in place (the same on every rank)."""
 
     def __init__(
         self,

@@ -50,18 +50,18 @@ def main() -> None:
         tokens = sum(b.n_tokens for b in work)
         phases = {"forward": 0.0, "backward": 0.0, "optimizer": 0.0}
         started = time.perf_counter()
-        for batch in work:  # the same update as Trainer.train_step, timed by phase
+        for batch in work:  # the same update as Updater.__call__, timed by phase
             t0 = time.perf_counter()
-            loss_sum, *_ = trainer.objective(
+            loss_sum, *_ = trainer.update.objective(
                 batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_out
             )
             t1 = time.perf_counter()
-            trainer.optimizer.zero_grad(set_to_none=True)
+            trainer.update.optimizer.zero_grad(set_to_none=True)
             per = batch.src.size(0) if config.train.normalization == "sentences" else batch.n_tokens
             (loss_sum / per).backward()
             t2 = time.perf_counter()
             torch.nn.utils.clip_grad_norm_(trainer.model.parameters(), config.train.clip_norm)
-            trainer.optimizer.step()
+            trainer.update.optimizer.step()
             t3 = time.perf_counter()
             for name, seconds in zip(phases, (t1 - t0, t2 - t1, t3 - t2), strict=True):
                 phases[name] += seconds
