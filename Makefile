@@ -88,8 +88,9 @@ bench-prepare: install
 	$(PY) bench/prepare_bench.py $(BENCH_ARGS)
 
 # Where the time of beam search (batch 64 and 1), greedy search and a training update goes, by
-# phase and operator, with each phase's compute and operator floors (about 3 min; needs the
-# reference model of `make average-report`); writes bench/PROFILE.md.
+# phase and operator, with each phase's compute and operator floors (about 1 min; needs a
+# reference model: that of `make average-report`, or BENCH_ARGS="--model DIR --data DIR", e.g.
+# make bench's bench/work/models/speed-nmt and bench/work/nmt-data); writes bench/PROFILE.md.
 profile: install
 	$(PY) bench/profile_report.py $(BENCH_ARGS)
 

@@ -149,6 +149,14 @@ def instrument_code(phases: Phases) -> None:
     phases.wrap(Seq2Seq, "reorder", "beam: reorder states", static=True)
     phases.wrap(search._Trail, "extend", "beam: token and attention trails")
     phases.wrap(torch.Tensor, "backward", "backward (autograd)")
+    # training: the input-feeding step loop (model/feeding.py) and the output layer's loss,
+    # whose logit gradients are computed in its forward (loss.py)
+    from nmt_cli import loss
+    from nmt_cli.model import feeding
+
+    phases.wrap(feeding, "run", "training: decoder step loop, forward")
+    phases.wrap(feeding._Steps, "backward", "training: decoder step loop, backward", static=True)
+    phases.wrap(loss, "output_loss", "training: output layer, loss and its gradient")
 
 
 def instrument_model(phases: Phases, model, translator=None) -> None:
@@ -178,6 +186,8 @@ def _flops(func, args, kwargs, out) -> float:
     if packet is torch.ops.aten.linear:  # inference mode does not split it into addmm
         x, weight = args[0], args[1]
         return 2 * x.numel() // x.shape[-1] * weight.numel()
+    if packet is torch.ops.aten.addmm_:  # in place (loss.py adds each chunk's weight gradient)
+        return 2 * args[1].shape[0] * args[1].shape[1] * args[2].shape[1]
     if packet is torch.ops.aten.gru and isinstance(args[2], list | tuple):  # (input, hx, params…)
         x = args[0]
         positions = x.numel() // x.shape[-1]  # rows × steps; every layer and direction sees each
