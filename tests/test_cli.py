@@ -39,6 +39,17 @@ def test_usage_errors_are_one_line_with_exit_code_2(args, message):
     assert result.stderr == message + "\n" and result.stdout == ""
 
 
+@pytest.mark.parametrize("args", [["translate", "-m"], ["translate", "--frob"]])
+def test_usage_hints_name_the_program_as_started(args):
+    """Under `python -m nmt_cli` the hint names that, whether or not click had made the
+    command's context when the error came (a missing value: not yet)."""
+    run = subprocess.run(
+        [sys.executable, "-m", "nmt_cli", *args], capture_output=True, text=True, check=False
+    )
+    assert run.returncode == 2
+    assert run.stderr.endswith("; see 'python -m nmt_cli translate -h'\n"), run.stderr
+
+
 def test_bare_nmt_shows_the_help_and_version_and_help_exit_0():
     bare = invoke()
     assert bare.exit_code == 2 and "Usage" in bare.stdout and bare.stderr == ""

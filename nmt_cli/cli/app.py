@@ -73,7 +73,8 @@ class _Group(_HelpAsWritten, typer.core.TyperGroup):
                 raise
             if type(err).__name__ != "NoArgsIsHelpError":  # bare `nmt`: the help is shown
                 given = kwargs.get("args", args[0] if args else None)
-                hint = f"; see '{self._path_of(err, given)} -h'"
+                program = _program_name(kwargs.get("prog_name"))
+                hint = f"; see '{self._path_of(err, given, program)} -h'"
                 message = " ".join(err.format_message().split()).rstrip(".")
                 if message[1:2].islower():  # "No such option" as nmt's own: "no such option"
                     message = message[0].lower() + message[1:]
@@ -81,7 +82,7 @@ class _Group(_HelpAsWritten, typer.core.TyperGroup):
             raise SystemExit(err.exit_code) from None
         raise SystemExit(code if isinstance(code, int) else 0)
 
-    def _path_of(self, err: Exception, args) -> str:
+    def _path_of(self, err: Exception, args, program: str) -> str:
         """The command a usage error is about: its context's, or (an option's missing value
         is reported before the context exists) the subcommand named on the command line."""
         ctx = getattr(err, "ctx", None)
@@ -89,7 +90,19 @@ class _Group(_HelpAsWritten, typer.core.TyperGroup):
             return ctx.command_path
         argv = sys.argv[1:] if args is None else list(args)
         name = next((arg for arg in argv if not arg.startswith("-")), None)
-        return f"nmt {name}" if name in self.commands else "nmt"
+        return f"{program} {name}" if name in self.commands else program
+
+
+def _program_name(given: str | None) -> str:
+    """The program's name as its usage line shows it: the one it was given, else the one
+    click finds (`nmt`, or `python -m nmt_cli`), so that every hint names the same."""
+    if given:
+        return given
+    try:
+        from typer._click.utils import _detect_program_name
+    except ImportError:  # another typer: its click is its own business
+        return "nmt"
+    return _detect_program_name()
 
 
 app = typer.Typer(
