@@ -97,3 +97,12 @@ def gpu_bf16(device: torch.device) -> bool:
     import torch
 
     return bool(torch.version.hip) or torch.cuda.get_device_capability(device) >= (8, 0)
+
+
+def autocast_dtype(device_type: str) -> torch.dtype | None:
+    """The dtype autocast runs matrix products in on `device_type` ("cpu", "cuda") where it is
+    on here, else None: what training's own autograd functions (model/gru.py,
+    model/feeding.py, loss.py) cast their products to."""
+    import torch
+
+    return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from nmt_cli.batching import Batch, Guide
+from nmt_cli.device import autocast_dtype
 from nmt_cli.model.seq2seq import Seq2Seq
 from nmt_cli.specials import PAD_ID
 
@@ -118,12 +119,6 @@ def output_loss(
     return loss, nll
 
 
-def _compute_dtype(x: torch.Tensor) -> torch.dtype:
-    """The dtype autocast would run the output layer's matrix product in (x's own without it)."""
-    device = x.device.type
-    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else x.dtype
-
-
 def _chunked_loss(x, weight, bias, targets, smoothing: float, grads: bool = False):
     """(loss, nll, (dx, dweight, dbias) or None): the sums over the rows of x, chunk by chunk;
     with `grads`, their gradients for a loss gradient of 1 (float32, float64 in a float64 model).
@@ -135,7 +130,7 @@ def _chunked_loss(x, weight, bias, targets, smoothing: float, grads: bool = Fals
     (half a float32 N × V tensor) for one product at the end, which rounds as autocast's own
     backward does. (Under float16 autocast the logit gradients, mostly tiny probabilities, are
     not kept in float16: unscaled by the loss scaler, they would fall below its range.)"""
-    dtype = _compute_dtype(x)
+    dtype = autocast_dtype(x.device.type) or x.dtype  # that of the output layer's products
     wide = torch.promote_types(dtype, torch.float32)  # sums and gradients
     kept_low = grads and dtype == torch.bfloat16
     with torch.autocast(x.device.type, enabled=False):

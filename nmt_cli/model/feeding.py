@@ -24,6 +24,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from nmt_cli.device import autocast_dtype
 from nmt_cli.model.attention import AdditiveAttention, DotAttention, GeneralAttention
 
 
@@ -88,7 +89,7 @@ class _Products:
     weights cast once per pass) with a float32 result."""
 
     def __init__(self):
-        self.low = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else None
+        self.low = autocast_dtype("cpu")
         self._cast: dict[int, torch.Tensor] = {}
 
     def weight(self, w: torch.Tensor) -> torch.Tensor:

@@ -20,6 +20,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from nmt_cli.device import autocast_dtype
+
 
 class _GRULayer(torch.autograd.Function):
     """One direction of one layer over a padded batch: outputs (B, T, H)."""
@@ -28,9 +30,7 @@ class _GRULayer(torch.autograd.Function):
     @torch.amp.custom_fwd(device_type="cpu")
     def forward(ctx, x, h0, w_ih, w_hh, b_ih, b_hh):  # noqa: D102 - autograd protocol
         # Under CPU autocast the products take its dtype (bfloat16 for nmt train --bf16).
-        ctx.product_dtype = low = (
-            torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else None
-        )
+        ctx.product_dtype = low = autocast_dtype("cpu")
         batch, steps, _ = x.shape
         size = h0.shape[1]
         gi = _affine(b_ih, x.reshape(batch * steps, -1), w_ih.t(), low)
