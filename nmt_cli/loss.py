@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from nmt_cli.batching import Batch, Guide
-from nmt_cli.device import autocast_dtype
+from nmt_cli.device import autocast_dtype, low_mm, low_tmm, product_rows
 from nmt_cli.model.seq2seq import Seq2Seq
 from nmt_cli.specials import PAD_ID
 
@@ -133,6 +133,8 @@ def _chunked_loss(x, weight, bias, targets, smoothing: float, grads: bool = Fals
     dtype = autocast_dtype(x.device.type) or x.dtype  # that of the output layer's products
     wide = torch.promote_types(dtype, torch.float32)  # sums and gradients
     kept_low = grads and dtype == torch.bfloat16
+    # a low-precision product on the CPU pads its rows (see `low_mm`): few shapes for oneDNN
+    mm = low_mm if dtype != wide and x.device.type == "cpu" else torch.mm
     with torch.autocast(x.device.type, enabled=False):
         rows, vocab = x.size(0), weight.size(0)
         chunk = max(1, _CHUNK_FLOATS // vocab)
@@ -143,12 +145,21 @@ def _chunked_loss(x, weight, bias, targets, smoothing: float, grads: bool = Fals
         if grads:
             dx, db = new(x.shape), None if bias is None else new(bias.shape)
             dw = None if kept_low else new(weight.shape)
-            kept = torch.empty(rows, vocab, dtype=dtype, device=x.device) if kept_low else None
+            kept = None
+            if kept_low:  # with the rows the last product pads to (`low_mm`), the extra ones 0
+                size = product_rows(rows) if mm is low_mm else rows
+                kept = torch.empty(size, vocab, dtype=dtype, device=x.device)
+                kept[rows:].zero_()
             w_wide = weight.to(wide)
         for start in range(0, rows, chunk):
-            part = slice(start, start + chunk)
+            part = slice(start, min(start + chunk, rows))
             rows_x, wanted = xs[part], targets[part, None]
-            logits = (rows_x @ w.t() if b is None else torch.addmm(b, rows_x, w.t())).to(wide)
+            if mm is torch.mm:
+                logits = rows_x @ w.t() if b is None else torch.addmm(b, rows_x, w.t())
+                logits = logits.to(wide)
+            else:
+                logits = mm(rows_x, w.t()).to(wide)
+                logits = logits if b is None else logits.add_(b)
             lse = torch.logsumexp(logits, dim=1)  # (n,)
             chunk_nll = (lse - logits.gather(1, wanted).squeeze(1)).sum()
             nll += chunk_nll
@@ -166,12 +177,12 @@ def _chunked_loss(x, weight, bias, targets, smoothing: float, grads: bool = Fals
                 db += grad.sum(dim=0)
             if kept_low:
                 grad = kept[part].copy_(grad)
-                dx[part] = grad @ w
+                dx[part] = mm(grad, w)
             else:
                 dw.addmm_(grad.t(), rows_x.to(wide))
                 dx[part] = grad @ w_wide
         if kept_low:
-            dw = (kept.t() @ xs).to(wide)
+            dw = (low_tmm(kept, xs) if mm is low_mm else kept[:rows].t() @ xs).to(wide)
     return loss, nll, (dx, dw, db) if grads else None
 
 

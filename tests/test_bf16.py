@@ -249,3 +249,71 @@ def test_a_gpu_counts_as_bfloat16_hardware_from_ampere_or_on_rocm(
             warnings.simplefilter("ignore")
             context, scaler = autocast_for(gpu, amp=True)
         assert context.fast_dtype == torch.float16 and scaler == "scaler"
+
+
+def test_product_rows_are_few_sizes_close_above_the_rows():
+    sizes = [device.product_rows(rows) for rows in range(1, 4097)]
+    for rows, size in enumerate(sizes, start=1):
+        assert rows <= size <= max(rows + 7, rows * 1.125)
+        assert device.product_rows(size) == size  # a padded count stays as it is
+    assert sizes[:64] == [8 * (1 + i // 8) for i in range(64)]  # multiples of 8 up to 64
+    assert len(set(sizes)) == 8 + 6 * 8  # then eight per octave: 64–128, …, 2048–4096
+
+
+def test_low_precision_products_pad_their_rows_and_equal_the_plain_ones():
+    gen = torch.Generator().manual_seed(0)
+    a, b, c = (torch.randn(shape, generator=gen) for shape in ((37, 12), (12, 9), (37, 5)))
+    for dtype in (torch.float32, torch.bfloat16):
+        x, w, y = a.to(dtype), b.to(dtype), c.to(dtype)
+        assert device.low_mm(x, w).shape == (37, 9)
+        assert torch.allclose(device.low_mm(x, w).float(), (x @ w).float(), atol=1e-2)
+        assert torch.allclose(device.low_tmm(x, y).float(), (x.t() @ y).float(), atol=1e-2)
+    seen = []
+    with _ProductShapes(seen):
+        device.low_mm(a, b)
+        device.low_tmm(a, c)
+    assert seen == [(40, 12, 9), (12, 40, 5)]  # 37 rows padded to 40
+
+
+class _ProductShapes(torch.utils._python_dispatch.TorchDispatchMode):
+    """Records (M, K, N) of every matrix product torch runs (batched ones as (B·M, K, N))."""
+
+    PRODUCTS = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default}
+
+    def __init__(self, seen: list, dtype: torch.dtype | None = None):
+        super().__init__()
+        self.seen, self.dtype = seen, dtype
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in self.PRODUCTS:
+            a, b = args[-2:]
+            if self.dtype is None or a.dtype == self.dtype:
+                self.seen.append((a.shape[:-1].numel(), a.shape[-1], b.shape[-1]))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("attention", ["additive", "general"])
+def test_bf16_training_products_take_few_row_counts(attention):
+    """Under `nmt train --bf16` on a CPU, oneDNN compiles and keeps a kernel for every product
+    shape; the batches' row counts (B, B·S, B·T) are padded to `product_rows` sizes."""
+    from nmt_cli.batching import collate
+    from nmt_cli.loss import Objective
+
+    config = ModelConfig(
+        src_vocab_size=50, tgt_vocab_size=50, emb_size=24, hidden_size=40, dropout=0.1,
+        input_feed=True, attention=attention,
+    )  # fmt: skip
+    model = Seq2Seq(config).train()
+    objective = Objective(model, label_smoothing=0.1)
+    gen = torch.Generator().manual_seed(0)
+    seen = []
+    for batch_size, length in ((13, 11), (21, 6)):  # B·S = 143 and 126, B = 13 and 21
+        ids = [torch.randint(4, 50, (length,), generator=gen).numpy() for _ in range(batch_size)]
+        batch = collate(ids, [pair[2:] for pair in ids])
+        with torch.autocast("cpu", dtype=torch.bfloat16), _ProductShapes(seen, torch.bfloat16):
+            loss, _, _ = objective(batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_out)
+            loss.backward()
+    model_sizes = {24, 40, 80, 50, 120, 160, 1}  # E, H, encoder's 2H, V, 3H, 2H + 2H; v
+    rows = {size for shape in seen for size in shape} - model_sizes
+    assert seen and rows  # bfloat16 products ran, over the batches' rows
+    assert all(device.product_rows(size) == size for size in rows), sorted(rows)

@@ -21,6 +21,7 @@ import abc
 import torch
 from torch import nn
 
+from nmt_cli.device import low_linear
 from nmt_cli.errors import ConfigError
 
 
@@ -82,7 +83,7 @@ class GeneralAttention(Attention):
         self.key_proj = nn.Linear(memory_size, query_size, bias=False)
 
     def project_keys(self, memory: torch.Tensor) -> torch.Tensor:
-        return self.key_proj(memory)  # (B, S, D)
+        return low_linear(self.key_proj, memory)  # (B, S, D)
 
     def score(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         return torch.bmm(query.to(keys.dtype), keys.transpose(1, 2))
@@ -99,7 +100,7 @@ class AdditiveAttention(Attention):
         self.v = nn.Linear(attention_size, 1, bias=False)
 
     def project_keys(self, memory: torch.Tensor) -> torch.Tensor:
-        return self.key_proj(memory)  # (B, S, A)
+        return low_linear(self.key_proj, memory)  # (B, S, A)
 
     def score(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         projected = self.query_proj(query).to(keys.dtype)  # (B, T, A)

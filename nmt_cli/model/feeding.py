@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from nmt_cli.device import autocast_dtype
+from nmt_cli.device import autocast_dtype, low_mm, low_tmm
 from nmt_cli.model.attention import AdditiveAttention, DotAttention, GeneralAttention
 
 
@@ -86,7 +86,7 @@ def dropout_mask(decoder: nn.Module, batch: int, steps: int, device) -> torch.Te
 
 class _Products:
     """x @ w.T for the weights of one pass: float32, or under CPU autocast in its dtype (the
-    weights cast once per pass) with a float32 result."""
+    weights cast once per pass, the rows padded as `low_mm` pads them) with a float32 result."""
 
     def __init__(self):
         self.low = autocast_dtype("cpu")
@@ -103,20 +103,20 @@ class _Products:
         """x @ wᵀ (+ bias)."""
         if self.low is None:
             return x @ w.t() if bias is None else torch.addmm(bias, x, w.t())
-        out = (x.to(self.low) @ self.weight(w).t()).float()
+        out = low_mm(x.to(self.low), self.weight(w).t()).float()
         return out if bias is None else out.add_(bias)
 
     def times(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         """x @ w."""
         if self.low is None:
             return x @ w
-        return (x.to(self.low) @ self.weight(w)).float()
+        return low_mm(x.to(self.low), self.weight(w)).float()
 
     def grad(self, dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """dyᵀ @ x: a weight's gradient from its output gradients and inputs (rows × ·)."""
         if self.low is None:
             return dy.t() @ x
-        return (dy.to(self.low).t() @ x.to(self.low)).float()
+        return low_tmm(dy.to(self.low), x.to(self.low)).float()
 
 
 class _Steps(torch.autograd.Function):

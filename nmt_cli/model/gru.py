@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from nmt_cli.device import autocast_dtype
+from nmt_cli.device import autocast_dtype, low_mm, low_tmm
 
 
 class _GRULayer(torch.autograd.Function):
@@ -82,25 +82,29 @@ class _GRULayer(torch.autograd.Function):
             if w_hh_low is None:
                 dh = torch.addmm(dh * z, d_gh, w_hh)
             else:  # the product in bfloat16, the gradient carried on in float32
-                dh = torch.mm(d_gh, w_hh_low).float().add_(dh * z)
+                dh = low_mm(d_gh.to(low), w_hh_low).float().add_(dh * z)
         d_gh_all = torch.cat([d_gates[:, :, : 2 * size], d_hn], dim=2).reshape(-1, 3 * size)
         d_gi_all = d_gates.reshape(-1, 3 * size)
         prev = states[:, :-1].reshape(-1, size)
         flat_x = x.reshape(batch * steps, -1)
-        # (under autocast these products come out in its dtype; autograd hands each gradient
-        # on in its input's dtype, float32)
-        d_x = (d_gi_all @ w_ih).view_as(x) if ctx.needs_input_grad[0] else None
-        d_w_ih = d_gi_all.t() @ flat_x
-        d_w_hh = d_gh_all.t() @ prev
+        if low is None:
+            d_x = (d_gi_all @ w_ih).view_as(x) if ctx.needs_input_grad[0] else None
+            d_w_ih = d_gi_all.t() @ flat_x
+            d_w_hh = d_gh_all.t() @ prev
+        else:  # in autocast's dtype; autograd hands each gradient on in its input's, float32
+            d_low = d_gi_all.to(low)
+            d_x = low_mm(d_low, w_ih.to(low)).view_as(x) if ctx.needs_input_grad[0] else None
+            d_w_ih = low_tmm(d_low, flat_x.to(low))
+            d_w_hh = low_tmm(d_gh_all.to(low), prev.to(low))
         return d_x, dh, d_w_ih, d_w_hh, d_gi_all.sum(0), d_gh_all.sum(0)
 
 
 def _affine(bias: torch.Tensor, x: torch.Tensor, weight_t: torch.Tensor, low):
     """bias + x @ weight_t: one addmm in float32; under CPU autocast (`low`: its dtype, else
-    None) the product in that dtype (autocast casts x) and the sum in float32."""
+    None) the product in that dtype (see `low_mm`) and the sum in float32."""
     if low is None:
         return torch.addmm(bias, x, weight_t)
-    return torch.mm(x, weight_t).float().add_(bias)
+    return low_mm(x.to(low), weight_t.to(low)).float().add_(bias)
 
 
 def _reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
