@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,11 @@ class Trainer:
         self.update = Updater(self.model, t, self.device, self.ranks, self._emit)
         self.progress = Progress()
         self._load_training_data()
-        self.validate = Validator(data, t, self.device, self.update.autocast)
+        # Validation on a CPU runs in float32: as `nmt translate` runs the saved model, and
+        # without the kernels oneDNN would compile for every row count of the search's steps
+        # under bfloat16 autocast (see `device.low_mm`); on a GPU under autocast, for speed.
+        precision = self.update.autocast if self.device.type == "cuda" else nullcontext()
+        self.validate = Validator(data, t, self.device, precision)
 
     # -- data -------------------------------------------------------------------------------
     def _load_training_data(self) -> None:

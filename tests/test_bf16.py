@@ -61,18 +61,31 @@ def test_additive_attention_of_a_bf16_model_runs_in_float32_but_its_query_projec
     assert decoder_state.hidden.dtype == torch.bfloat16  # the recurrence stays bfloat16
 
 
-def test_under_mixed_precision_additive_attention_stays_in_half_precision():
-    """Under autocast (nmt train's AMP on GPUs) the (B, T, S, A) tanh tensor follows the keys'
-    half precision: the float32 attention of --bf16 is for a bfloat16 model only."""
+@pytest.mark.parametrize(
+    ("where", "expected"),
+    [
+        ("cpu", torch.float32),
+        pytest.param(
+            "cuda",
+            torch.bfloat16,
+            marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"),
+        ),
+    ],
+)
+def test_under_mixed_precision_additive_attention_runs_in_float32_on_a_cpu_only(where, expected):
+    """Under CUDA autocast (nmt train's AMP) the (B, T, S, A) tanh tensor follows the keys'
+    half precision. Under CPU autocast (nmt train --bf16) attention runs in float32: oneDNN
+    would compile a kernel for every (B, T, S) of its batched products."""
     config = ModelConfig(
         src_vocab_size=30, tgt_vocab_size=30, emb_size=8, hidden_size=4, attention="additive"
     )
-    model, seen = Seq2Seq(config).eval(), []
+    model, seen = Seq2Seq(config).eval().to(where), []
     model.decoder.attention.v.register_forward_pre_hook(lambda _, args: seen.append(args[0].dtype))
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-        state = model.encode(torch.tensor([[5, 9, 3], [6, 3, 0]]), torch.tensor([3, 2]))
-        model.step_log_probs(torch.full((2,), BOS_ID), state)
-    assert seen == [torch.bfloat16]
+    src, lengths = torch.tensor([[5, 9, 3], [6, 3, 0]], device=where), torch.tensor([3, 2])
+    with torch.no_grad(), torch.autocast(where, dtype=torch.bfloat16):
+        state = model.encode(src, lengths)
+        model.step_log_probs(torch.full((2,), BOS_ID, device=where), state)
+    assert seen == [expected]
 
 
 @needs_bf16
@@ -293,15 +306,17 @@ class _ProductShapes(torch.utils._python_dispatch.TorchDispatchMode):
 
 
 @pytest.mark.parametrize("attention", ["additive", "general"])
-def test_bf16_training_products_take_few_row_counts(attention):
+@pytest.mark.parametrize("input_feed", [True, False])  # the step loop, or all steps at once
+def test_bf16_training_products_take_few_row_counts(attention, input_feed):
     """Under `nmt train --bf16` on a CPU, oneDNN compiles and keeps a kernel for every product
-    shape; the batches' row counts (B, B·S, B·T) are padded to `product_rows` sizes."""
+    shape; the batches' row counts (B, B·S, B·T) are padded to `product_rows` sizes, and the
+    attention's batched products, (B, T, S) apiece, run in float32."""
     from nmt_cli.batching import collate
     from nmt_cli.loss import Objective
 
     config = ModelConfig(
         src_vocab_size=50, tgt_vocab_size=50, emb_size=24, hidden_size=40, dropout=0.1,
-        input_feed=True, attention=attention,
+        input_feed=input_feed, attention=attention,
     )  # fmt: skip
     model = Seq2Seq(config).train()
     objective = Objective(model, label_smoothing=0.1)
@@ -310,8 +325,9 @@ def test_bf16_training_products_take_few_row_counts(attention):
     for batch_size, length in ((13, 11), (21, 6)):  # B·S = 143 and 126, B = 13 and 21
         ids = [torch.randint(4, 50, (length,), generator=gen).numpy() for _ in range(batch_size)]
         batch = collate(ids, [pair[2:] for pair in ids])
-        with torch.autocast("cpu", dtype=torch.bfloat16), _ProductShapes(seen, torch.bfloat16):
-            loss, _, _ = objective(batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_out)
+        with _ProductShapes(seen, torch.bfloat16):
+            with torch.autocast("cpu", dtype=torch.bfloat16):  # backward after it, as training's
+                loss, _, _ = objective(batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_out)
             loss.backward()
     model_sizes = {24, 40, 80, 50, 120, 160, 1}  # E, H, encoder's 2H, V, 3H, 2H + 2H; v
     rows = {size for shape in seen for size in shape} - model_sizes

@@ -11,7 +11,8 @@ Weights are float32 in every model. In a bfloat16 model (`--bf16`) keys, values 
 are float32 too, while the query arrives in bfloat16 and the context leaves in it: the
 (B, T, S, A) tensor of additive attention is element-wise work, which CPUs do several times
 slower in bfloat16, and the batched products here ran slower in bfloat16 too (see
-`Attention.keep_keys_float32`). Under mixed-precision training all of it follows autocast.
+`Attention.keep_keys_float32`). Under mixed-precision training on a GPU all of it follows
+autocast; on a CPU (`nmt train --bf16`) it runs in float32 (see `Attention.forward`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import abc
 import torch
 from torch import nn
 
-from nmt_cli.device import low_linear
+from nmt_cli.device import autocast_dtype, low_linear
 from nmt_cli.errors import ConfigError
 
 
@@ -51,7 +52,13 @@ class Attention(nn.Module, abc.ABC):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Context (B, T, M) and float32 weights (B, T, S) for queries (B, T, D); mask (B, S)
         is True on real tokens. (For a float32 model every conversion here returns its tensor
-        itself.)"""
+        itself.) Under CPU autocast (`nmt train --bf16`) all of it runs in float32, as the
+        input-feeding step loop's attention does: oneDNN would compile a kernel for each new
+        (B, T, S) of its batched products (see `device.low_mm`), and they are a small part of
+        the work."""
+        if query.device.type == "cpu" and autocast_dtype("cpu") is not None:
+            with torch.autocast("cpu", enabled=False):
+                return self.forward(query.float(), keys.float(), memory.float(), mask)
         scores = self.score(query, keys)  # (B, T, S)
         scores = scores.masked_fill(~mask.unsqueeze(1), float("-inf"))
         # float32 weights that sum to 1, as alignments read them

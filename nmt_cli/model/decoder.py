@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from nmt_cli.config import ModelConfig
+from nmt_cli.device import low_linear
 from nmt_cli.model import feeding
 from nmt_cli.model.attention import build_attention
 from nmt_cli.model.encoder import Hidden, rnn_class
@@ -249,8 +250,11 @@ class Decoder(nn.Module):
         return vector, DecoderState(hidden, None), weights.squeeze(1)
 
     def _project(self, features: torch.Tensor) -> torch.Tensor:
-        # (row_bucket is 0 but in a bfloat16 model for search: training never pads)
-        return self._drop(torch.tanh(padded_rows(self.combine, self.row_bucket, features)))
+        # row_bucket is 0 but in a bfloat16 model for search; training pads only under CPU
+        # autocast (`low_linear`)
+        if self.training:
+            return self._drop(torch.tanh(low_linear(self.combine, features)))
+        return torch.tanh(padded_rows(self.combine, self.row_bucket, features))
 
     def _drop(self, x: torch.Tensor) -> torch.Tensor:
         """Dropout while training; at inference `x` itself, without a module call per step."""
