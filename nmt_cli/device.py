@@ -102,7 +102,7 @@ def gpu_bf16(device: torch.device) -> bool:
 def autocast_dtype(device_type: str) -> torch.dtype | None:
     """The dtype autocast runs matrix products in on `device_type` ("cpu", "cuda") where it is
     on here, else None: what training's own autograd functions (model/gru.py,
-    model/feeding.py, loss.py) cast their products to."""
+    model/feeding.py, loss.py) cast their products to, and whether `low_linear` pads."""
     import torch
 
     return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
@@ -140,9 +140,9 @@ def low_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def low_tmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """aᵀ @ b, the sum over the rows a and b share, those rows padded as in `low_mm` (zero
-    rows add nothing)."""
-    rows = product_rows(a.size(0))
+    """aᵀ @ b, the sum over their rows, padded as in `low_mm` (zero rows add nothing); one of
+    them may come padded already (with zero rows)."""
+    rows = product_rows(max(a.size(0), b.size(0)))
     return _padded(a, rows).t() @ _padded(b, rows)
 
 
@@ -155,5 +155,6 @@ def low_linear(linear: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
         return linear(x)
     flat = x.reshape(-1, x.size(-1))
     rows = flat.size(0)
-    padded = torch.nn.functional.pad(flat, (0, 0, 0, product_rows(rows) - rows))
-    return linear(padded)[:rows].view(*x.shape[:-1], -1)
+    if product_rows(rows) > rows:
+        flat = torch.nn.functional.pad(flat, (0, 0, 0, product_rows(rows) - rows))
+    return linear(flat)[:rows].view(*x.shape[:-1], linear.out_features)

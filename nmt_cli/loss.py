@@ -138,6 +138,8 @@ def _chunked_loss(x, weight, bias, targets, smoothing: float, grads: bool = Fals
     with torch.autocast(x.device.type, enabled=False):
         rows, vocab = x.size(0), weight.size(0)
         chunk = max(1, _CHUNK_FLOATS // vocab)
+        if mm is low_mm:  # a power of two, which `low_mm` leaves as it is: only the last pads
+            chunk = 1 << (chunk.bit_length() - 1)
         xs, w = x.to(dtype), weight.to(dtype)
         b = None if bias is None else bias.to(dtype)
         new = partial(torch.zeros, dtype=wide, device=x.device)

@@ -3,6 +3,7 @@ where the CPU would only emulate bfloat16."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import warnings
 
@@ -333,3 +334,41 @@ def test_bf16_training_products_take_few_row_counts(attention, input_feed):
     rows = {size for shape in seen for size in shape} - model_sizes
     assert seen and rows  # bfloat16 products ran, over the batches' rows
     assert all(device.product_rows(size) == size for size in rows), sorted(rows)
+
+
+def test_bf16_output_loss_pads_only_its_last_chunk_of_rows(monkeypatch):
+    from nmt_cli import loss as loss_module
+
+    monkeypatch.setattr(loss_module, "_CHUNK_FLOATS", 9 * 64)  # chunks of 9 rows, 8 under bf16
+    layer = torch.nn.Linear(16, 64)
+    x = torch.randn(37, 16, requires_grad=True)
+    seen = []
+    with _ProductShapes(seen, torch.bfloat16), torch.autocast("cpu", dtype=torch.bfloat16):
+        loss_module.output_loss(layer, x, torch.randint(0, 64, (37,)), 0.1)
+    logits_rows = [m for m, k, n in seen if (k, n) == (16, 64)]
+    assert logits_rows == [8, 8, 8, 8, 8]  # 37 rows: four whole chunks, the last 5 padded to 8
+
+
+@needs_bf16
+def test_bf16_training_validates_in_float32_on_a_cpu(toy_data_dir, tmp_path):
+    """Dev scores of `nmt train --bf16` on a CPU are those of the float32 model, as `nmt
+    translate` runs it (and search under bfloat16 autocast would cost oneDNN a kernel for
+    every row count of its steps)."""
+    from nmt_cli.config import Config, TrainConfig
+    from nmt_cli.data.datadir import load_data_dir
+    from nmt_cli.trainer import Trainer
+    from nmt_cli.validation import Validator
+
+    data = load_data_dir(toy_data_dir)
+    model = ModelConfig(
+        emb_size=8, hidden_size=8, src_vocab_size=data.src_vocab_size,
+        tgt_vocab_size=data.tgt_vocab_size,
+    )  # fmt: skip
+    config = Config(model=model, train=TrainConfig(threads=1, bf16=True, device="cpu"))
+    torch.manual_seed(0)
+    trainer = Trainer(config, data, tmp_path / "model")
+    got = trainer.validate.dev_loss(trainer.model)
+    float32 = Validator(data, config.train, torch.device("cpu"), contextlib.nullcontext())
+    low = torch.autocast("cpu", dtype=torch.bfloat16)
+    assert got == float32.dev_loss(trainer.model)
+    assert got != Validator(data, config.train, torch.device("cpu"), low).dev_loss(trainer.model)

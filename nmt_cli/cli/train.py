@@ -86,8 +86,8 @@ def train(
     ),
     bf16: bool | None = _train(
         "bf16",
-        "bfloat16 mixed precision: matrix products in bfloat16, weights, optimizer and loss in "
-        "float32. Needs a CPU with AMX or AVX-512 BF16, or a GPU with bfloat16.",
+        "bfloat16 mixed precision: products with weights in bfloat16; weights, optimizer and "
+        "loss in float32. Needs a CPU with AMX or AVX-512 BF16, or a GPU with bfloat16.",
         "--bf16/--no-bf16",
     ),
     guided_alignment: float | None = _train(

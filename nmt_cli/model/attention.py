@@ -12,7 +12,8 @@ are float32 too, while the query arrives in bfloat16 and the context leaves in i
 (B, T, S, A) tensor of additive attention is element-wise work, which CPUs do several times
 slower in bfloat16, and the batched products here ran slower in bfloat16 too (see
 `Attention.keep_keys_float32`). Under mixed-precision training on a GPU all of it follows
-autocast; on a CPU (`nmt train --bf16`) it runs in float32 (see `Attention.forward`).
+autocast; on a CPU (`nmt train --bf16`) the key projection runs in bfloat16 and the rest in
+float32 (see `Attention.forward`).
 """
 
 from __future__ import annotations
@@ -52,11 +53,12 @@ class Attention(nn.Module, abc.ABC):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Context (B, T, M) and float32 weights (B, T, S) for queries (B, T, D); mask (B, S)
         is True on real tokens. (For a float32 model every conversion here returns its tensor
-        itself.) Under CPU autocast (`nmt train --bf16`) all of it runs in float32, as the
+        itself.) Under CPU autocast (`nmt train --bf16`) it runs in float32, as the
         input-feeding step loop's attention does: oneDNN would compile a kernel for each new
         (B, T, S) of its batched products (see `device.low_mm`), and they are a small part of
-        the work."""
-        if query.device.type == "cpu" and autocast_dtype("cpu") is not None:
+        the work. (A bfloat16 model runs without autocast: see `float32_memory`.)"""
+        cpu_autocast = query.device.type == "cpu" and autocast_dtype("cpu") is not None
+        if cpu_autocast and not self.float32_memory:
             with torch.autocast("cpu", enabled=False):
                 return self.forward(query.float(), keys.float(), memory.float(), mask)
         scores = self.score(query, keys)  # (B, T, S)
@@ -90,7 +92,7 @@ class GeneralAttention(Attention):
         self.key_proj = nn.Linear(memory_size, query_size, bias=False)
 
     def project_keys(self, memory: torch.Tensor) -> torch.Tensor:
-        return low_linear(self.key_proj, memory)  # (B, S, D)
+        return _keys(low_linear(self.key_proj, memory))  # (B, S, D)
 
     def score(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         return torch.bmm(query.to(keys.dtype), keys.transpose(1, 2))
@@ -107,12 +109,20 @@ class AdditiveAttention(Attention):
         self.v = nn.Linear(attention_size, 1, bias=False)
 
     def project_keys(self, memory: torch.Tensor) -> torch.Tensor:
-        return low_linear(self.key_proj, memory)  # (B, S, A)
+        return _keys(low_linear(self.key_proj, memory))  # (B, S, A)
 
     def score(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         projected = self.query_proj(query).to(keys.dtype)  # (B, T, A)
         hidden = (keys.unsqueeze(1) + projected.unsqueeze(2)).tanh_()  # (B, T, S, A)
         return self.v(hidden).squeeze(-1)  # (B, T, S)
+
+
+def _keys(keys: torch.Tensor) -> torch.Tensor:
+    """Projected keys, in float32 under CPU autocast, where attention runs in float32 (see
+    `Attention.forward`): converted once per batch, not at every step of a step loop."""
+    if keys.device.type == "cpu" and autocast_dtype("cpu") is not None:
+        return keys.float()
+    return keys
 
 
 def build_attention(name: str, query_size: int, memory_size: int) -> Attention | None:

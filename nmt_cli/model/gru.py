@@ -5,8 +5,8 @@ pass accumulates the weight gradients step by step (a small matrix product and a
 per step and per weight). Here a layer's forward pass runs without autograd, keeps the gates,
 and the backward pass walks the steps once for the state gradient only; the weight gradients
 then come from one large matrix product each, as cuDNN does on GPUs. Under CPU autocast
-(`nmt train --bf16`) its matrix products run in bfloat16, as autocast runs every other one, and
-the gates, states and their gradients stay in float32.
+(`nmt train --bf16`) its matrix products run in bfloat16 (their rows padded to few shapes: see
+`device.low_mm`), and the gates, states and their gradients stay in float32.
 
 The math is PyTorch's (and Cho et al. 2014's) GRU:
   r = σ(W_ir x + b_ir + W_hr h + b_hr)      z = σ(W_iz x + b_iz + W_hz h + b_hz)
