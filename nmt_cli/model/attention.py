@@ -12,8 +12,9 @@ are float32 too, while the query arrives in bfloat16 and the context leaves in i
 (B, T, S, A) tensor of additive attention is element-wise work, which CPUs do several times
 slower in bfloat16, and the batched products here ran slower in bfloat16 too (see
 `Attention.keep_keys_float32`). Under mixed-precision training on a GPU all of it follows
-autocast; on a CPU (`nmt train --bf16`) the key projection runs in bfloat16 and the rest in
-float32 (see `Attention.forward`).
+autocast; on a CPU (`nmt train --bf16`) the key projection runs in bfloat16 and the rest of
+`Attention.forward` in float32 (the input-feeding step loop, model/feeding.py, runs its
+query projection in bfloat16).
 """
 
 from __future__ import annotations
