@@ -167,6 +167,7 @@ def instrument_model(phases: Phases, model, translator=None) -> None:
     if decoder.embedding is not model.encoder.embedding:
         phases.wrap(decoder.embedding, "forward", "embeddings")
     phases.wrap(decoder.rnn, "forward", "decoder GRU step")
+    phases.wrap(decoder, "_rnn_step", "decoder GRU step")  # a search runs `torch.gru_cell` there
     phases.wrap(decoder, "_project", "attentional vector tanh(W[c; d])")
     phases.wrap(model, "output_log_probs", "output layer and log-softmax")
     phases.wrap(model.generator, "forward", "output layer and log-softmax")
@@ -188,6 +189,9 @@ def _flops(func, args, kwargs, out) -> float:
         return 2 * x.numel() // x.shape[-1] * weight.numel()
     if packet is torch.ops.aten.addmm_:  # in place (loss.py adds each chunk's weight gradient)
         return 2 * args[1].shape[0] * args[1].shape[1] * args[2].shape[1]
+    if packet in (torch.ops.aten.gru_cell, torch.ops.aten.lstm_cell):  # one search step's RNN
+        x, w_ih, w_hh = args[0], args[2], args[3]  # (input, hx, w_ih, w_hh, b_ih, b_hh)
+        return 2 * (x.numel() // x.shape[-1]) * (w_ih.numel() + w_hh.numel())
     if packet is torch.ops.aten.gru and isinstance(args[2], list | tuple):  # (input, hx, params…)
         x = args[0]
         positions = x.numel() // x.shape[-1]  # rows × steps; every layer and direction sees each

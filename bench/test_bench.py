@@ -273,6 +273,9 @@ def test_profile_counts_the_flops_inference_mode_keeps_whole():
     with torch.inference_mode(), profile_report.counting(phases) as counts:
         linear(torch.randn(3, 5, 16))
         gru(torch.randn(2, 7, 16))
+        # a search step: the decoder's `torch.gru_cell` on 6 rows
+        torch.gru_cell(torch.randn(6, 16), torch.randn(6, 8), *gru.all_weights[0])
     linear_flops = 2 * 15 * 16 * 40
     gru_flops = 2 * 14 * (3 * 8 * 16 + 3 * 8 * 8)  # 14 positions, both weight matrices
-    assert counts["all"]["flops"] == linear_flops + gru_flops
+    cell_flops = 2 * 6 * (3 * 8 * 16 + 3 * 8 * 8)
+    assert counts["all"]["flops"] == linear_flops + gru_flops + cell_flops
