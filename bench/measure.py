@@ -34,6 +34,7 @@ class TrainingResult:
     command: str
     log: str
     others_cpu_s: float | None = None  # CPU seconds other processes used during the run
+    probe: list[str] = field(default_factory=list)  # `--nproc auto`: its probe's lines
 
 
 @dataclass
@@ -127,7 +128,17 @@ def train(
         command=result.command,
         log=str(log),
         others_cpu_s=result.others_cpu_s,
+        probe=probe_lines(log) if system.ours else [],
     )
+
+
+PROBE_LINES = ("layout probe:", "training with ")
+
+
+def probe_lines(log: Path) -> list[str]:
+    """What `nmt train --nproc auto` said of its probe and its choice (none without it)."""
+    text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
+    return [line.strip() for line in text.splitlines() if line.startswith(PROBE_LINES)]
 
 
 def translate(

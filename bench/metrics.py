@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from goals import Goal
 
 PEERS = ("onmt", "joey")
-OURS = ("nmt", "nmt-2p", "nmt-fast", "nmt-bf16")
+OURS = ("nmt", "nmt-2p", "nmt-auto", "nmt-fast", "nmt-bf16")
 # The batch-1 rows translate the head of the test set: one sentence at a time, the whole set
 # would take each system minutes per round.
 BATCH1_SENTENCES = 200

@@ -247,6 +247,7 @@ def _method(results: BenchResults) -> list[str]:
         "DDP processes of one thread, gloo; the global batch is two 1,000-token batches). Its "
         "peak RSS is that of the larger process (wait4 reports the maximum over descendants, "
         "not the sum); its model is trained the same way as nmt's, so it is not translated.",
+        *_auto_lines(results),
         "- nmt-bf16: reference.toml trained with `--bf16` (bfloat16 mixed precision: the matrix "
         "products in bfloat16, weights, Adam and the loss in float32), run only where the CPU "
         "computes bfloat16 in hardware. It is a different model, so it is translated (without "
@@ -258,7 +259,8 @@ def _method(results: BenchResults) -> list[str]:
         f"min–max of {o['latency_runs']} rounds, each running a bare `import torch` and then "
         f"every system once; bare `import torch`: {_latency_text(results.import_torch)}.",
         f"- Threads: OMP_NUM_THREADS=MKL_NUM_THREADS={results.machine.nproc} for every process "
-        "(nmt-2p: one per process).",
+        "(nmt-2p: one per process"
+        + ("; nmt-auto: those its probe chose)." if _auto_lines(results) else ")."),
         "",
     ]
     return lines
@@ -353,3 +355,18 @@ def write(results: BenchResults, folder: Path) -> tuple[Path, Path]:
         json.dumps(asdict(results), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
     return md, js
+
+
+def _auto_lines(results: BenchResults) -> list[str]:
+    """How nmt-auto was trained: the probe's rates and its choice, as the command printed them."""
+    run = next((t for t in results.training if t.system == "nmt-auto"), None)
+    if run is None:
+        return []
+    said = "; ".join(f"`{line}`" for line in run.probe) or "its lines are missing from the log"
+    return [
+        "- nmt-auto: reference.toml trained with `--nproc auto`: before the training loop (outside "
+        "its clock, inside the process wall time) a probe times 8 updates of each layout of the "
+        "machine's cores, each process taking its share of the tokens per update, and the "
+        f"command picks the fastest (one process unless another is over 5 % faster): {said}. "
+        "Its model is trained the same way as nmt's, so it is not translated."
+    ]

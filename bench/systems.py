@@ -3,6 +3,7 @@
 `onmt` (OpenNMT-py) and `joey` (Joey NMT) run in their own environments on pre-tokenized
 pieces; `nmt` (ours, data/configs/reference.toml), `nmt-2p` (the same, trained by two
 processes of one thread each with DDP: training is measured, the model is the same as `nmt`'s),
+`nmt-auto` (the same, with the processes and threads `--nproc auto` picks from a short probe),
 `nmt-fast` (the same sizes with `--attention general --no-input-feed`, Luong style, so the
 decoder runs on the fused path) and `nmt-bf16` (reference.toml trained with `--bf16`: bfloat16
 mixed precision, on CPUs with AMX or AVX-512 BF16) read raw text.
@@ -77,6 +78,16 @@ SYSTEMS = {
         "nmt (reference.toml, 2 processes × 1 thread × 1,000 tokens)",
         "reference",
         ("--nproc", "2", "--threads", "1", "--batch-tokens", "1000"),
+        train_only=True,
+    ),
+    # The layout `nmt train --nproc auto` picks from its probe (run before the training loop,
+    # outside its clock): one of the two above, chosen on this machine in this run.
+    "nmt-auto": System(
+        "nmt-auto",
+        "nmt",
+        "nmt (reference.toml, --nproc auto)",
+        "reference",
+        ("--nproc", "auto"),
         train_only=True,
     ),
     "nmt-fast": System(

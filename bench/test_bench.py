@@ -107,6 +107,23 @@ def test_goals_compare_with_the_better_peer():
     assert "| 1.25 (1.20–1.35) | – | **pass** |" in table  # the latency ratio per round
 
 
+def test_the_automatic_layout_is_judged_as_trained_and_says_what_its_probe_chose(tmp_path):
+    results = _results(["onmt", "nmt", "nmt-auto"])
+    auto = _training("nmt-auto", 1700, 1000)
+    auto.probe = ["layout probe: 1 process × 2 threads: 1,700 target tokens/s",
+                  "training with 1 process × 2 threads"]  # fmt: skip
+    results.training = [_training("onmt", 800, 1500), _training("nmt", 1700, 1000), auto]
+    results.goals = goals.goals(results)
+    judged = [(g.system, g.goal.split()[0], g.passed) for g in results.goals]
+    assert ("nmt-auto", "training", True) in judged and ("nmt-auto", "peak", True) in judged
+    assert not any(
+        s == "nmt-auto" and g in ("beam", "greedy") for s, g, _ in judged
+    )  # untranslated
+    text = report.markdown(results)
+    assert "`--nproc auto`" in text and "`training with 1 process × 2 threads`" in text
+    assert report.load(report.write(results, tmp_path)[1]) == results  # its lines kept in the json
+
+
 def test_training_rates_are_not_judged_at_different_batches():
     results = _results(["onmt", "nmt"])
     results.training = [_training("onmt", 800, 1500, 1744), _training("nmt", 1700, 1000, 1981)]

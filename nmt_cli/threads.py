@@ -1,4 +1,5 @@
-"""Running C++ work (SentencePiece) in threads without holding up Ctrl-C.
+"""Running C++ work (SentencePiece) in threads without holding up Ctrl-C, and starting child
+processes deaf to it.
 
 SentencePiece trains and encodes in C++ that releases the GIL but never checks for signals:
 called from the main thread, a long call would keep KeyboardInterrupt waiting until it ends.
@@ -8,6 +9,8 @@ interrupt reaches the caller at once, and works given separately run side by sid
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import threading
 from collections.abc import Callable, Sequence
 
@@ -79,3 +82,35 @@ def _wait_through_interrupts(started: list[threading.Event]) -> None:
                     break
             except KeyboardInterrupt:
                 continue
+
+
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+@contextlib.contextmanager
+def signals_ignored():
+    """SIGINT and SIGTERM ignored meanwhile, so that a process started now begins deaf to them
+    (the parent stops it). Outside the main thread, where handlers cannot be set, they are
+    blocked in this thread instead: the child inherits the mask and unblocks them once it has
+    set them to be ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        return
+    saved = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+def deaf_to_stop_signals() -> None:
+    """In a child started under `signals_ignored`: keep ignoring SIGINT and SIGTERM (the
+    parent stops it), and take them out of the mask it may have inherited."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)

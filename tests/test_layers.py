@@ -14,7 +14,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "nmt_cli"
 
 # Floors, lowest first; a module may import from its own floor or below, never above.
-FRONT_DOORS = {"translator", "trainer", "aligner", "training_run", "averaging"}
+FRONT_DOORS = {"translator", "trainer", "aligner", "training_run", "averaging", "probe"}
 MIDDLE = {"checkpoint", "decoding", "loss", "validation", "updates", "train_report"}
 TERMINAL = ("cli", "render")  # the only packages that know about the terminal
 TERMINAL_LIBRARIES = {"typer", "rich", "click", "argparse"}

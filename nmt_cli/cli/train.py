@@ -46,7 +46,12 @@ def train(
     ),
     resume: bool = option(False, "Continue from OUTPUT/checkpoints/last.pt.", "--resume"),
     force: bool = option(False, "Start afresh even if OUTPUT holds a model.", "--force"),
-    nproc: int = option(1, "Train with N processes (torchrun + DDP) on this machine.", "--nproc"),
+    nproc: str = option(
+        "1",
+        "Train with N processes (torchrun + DDP) on this machine; auto: on a CPU, the layout of "
+        "processes and threads a short probe finds fastest, at the same tokens per update.",
+        "--nproc",
+    ),
     cell: str | None = _model("cell", "gru or lstm."),
     emb_size: int | None = _model("emb_size", "Embedding size."),
     hidden_size: int | None = _model("hidden_size", "Encoder size per direction."),
@@ -108,10 +113,8 @@ def train(
 
     A flag given overrides the --config file, which overrides the defaults shown."""
     given = dict(locals())  # every flag, None where not given: then the config file decides
-    if nproc < 1:
-        from nmt_cli.errors import ConfigError
-
-        raise ConfigError(f"--nproc must be at least 1, got {nproc}")
+    processes = _process_count(nproc)  # 0: auto
+    from nmt_cli.cli.boundary import stderr_console
     from nmt_cli.config import parse_duration
     from nmt_cli.training_run import checked_settings, run_training
 
@@ -120,17 +123,93 @@ def train(
         table: {f.name: given[f.name] for f in fields(kind) if f.name in given}
         for table, kind in (("model", ModelConfig), ("train", TrainConfig))
     }
-    if nproc > 1:  # refused here once, not by every process with a torchrun trace
+    if processes != 1:  # refused here once, not by every process with a torchrun trace
         _, config = checked_settings(data_dir, output, config_file, overrides, resume)
-        _check_processes(nproc, config.train.device)
-        _launch_torchrun(nproc)
-    from nmt_cli.cli.boundary import stderr_console
+        extra: list[str] = []
+        if processes == 0:
+            if threads is not None:
+                from nmt_cli.errors import ConfigError
+
+                raise ConfigError(
+                    "--nproc auto chooses the threads itself: drop --threads, or give --nproc N"
+                )
+            processes, extra = _auto_layout(config, data_dir, output, resume)
+            overrides["train"]["threads"] = int(extra[extra.index("--threads") + 1])
+        if processes > 1:
+            _check_processes(processes, config.train.device)
+            _launch_torchrun(processes, extra)
     from nmt_cli.render.progress import TrainDisplay
 
     with TrainDisplay(stderr_console()) as display:
         run_training(
             data_dir, output, config_file, overrides, resume=resume, force=force, on_event=display
         )
+
+
+def _process_count(nproc: str) -> int:
+    """--nproc as a number of processes, 0 for auto; ConfigError (exit 2) otherwise."""
+    from nmt_cli.errors import ConfigError
+
+    if nproc.strip().lower() == "auto":
+        return 0
+    try:
+        count = int(nproc)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise ConfigError(
+            f"--nproc must be a number of processes (at least 1) or auto, got {nproc!r}"
+        )
+    return count
+
+
+def _auto_layout(config, data_dir: Path, output: Path, resume: bool) -> tuple[int, list[str]]:
+    """--nproc auto: the processes, and the flags each takes (--threads, and its share of
+    --batch-tokens), from a probe on a CPU. A resumed run keeps the processes it was trained
+    with (its saved tokens per batch are already one process's share); a GPU run takes one
+    process per GPU (`--device cuda:N`: one)."""
+    import torch
+
+    from nmt_cli import checkpoint, probe
+    from nmt_cli.cli.boundary import stderr_console
+    from nmt_cli.device import available_cores, pick_device
+
+    console = stderr_console()
+    device = pick_device(config.train.device)
+    cores = available_cores()
+    if device.type == "cuda":
+        gpus = torch.cuda.device_count() if device.index is None else 1
+        console.print(f"--nproc auto: {gpus} process(es), one per GPU")
+        return gpus, ["--threads", str(max(1, cores // gpus))]
+    if resume and (output / checkpoint.META_FILE).is_file():
+        world = int(checkpoint.read_json(output / checkpoint.META_FILE).get("world_size", 1))
+        layout = probe.Layout(world, max(1, cores // world))
+        console.print(f"--nproc auto: {layout}, as the run being resumed")
+        return layout.processes, ["--threads", str(layout.threads)]
+    if cores < 2:
+        return 1, ["--threads", "1"]
+
+    def shown(measured: probe.Measurement) -> None:
+        rate = (
+            f"{measured.tokens_per_s:,.0f} target tokens/s"
+            if measured.tokens_per_s
+            else "cannot split this data"
+        )
+        console.print(f"layout probe: {measured.layout}: {rate}")
+
+    console.print(
+        f"--nproc auto: timing {probe.TIMED_UPDATES} updates of each layout on {cores} cores"
+    )
+    layout = probe.choose(probe.probe(config, data_dir, cores, on_layout=shown))
+    share = probe.split_batch(config, layout.processes).train.batch_tokens
+    console.print(
+        f"training with {layout}"
+        + (f", {share} target tokens per process and update" if layout.processes > 1 else "")
+    )
+    extra = ["--threads", str(layout.threads)]
+    return layout.processes, extra + (
+        ["--batch-tokens", str(share)] if layout.processes > 1 else []
+    )
 
 
 def _check_processes(nproc: int, device: str) -> None:
@@ -146,8 +225,9 @@ def _check_processes(nproc: int, device: str) -> None:
         )
 
 
-def _launch_torchrun(nproc: int) -> None:
-    """Re-run this command under torchrun with N processes (the same as calling torchrun yourself)."""
+def _launch_torchrun(nproc: int, extra: list[str] | None = None) -> None:
+    """Re-run this command under torchrun with N processes (the same as calling torchrun
+    yourself), `extra` flags added after the user's (the last of a repeated flag counts)."""
     import os
     import subprocess
     import sys
@@ -177,5 +257,6 @@ def _launch_torchrun(nproc: int) -> None:
         "-m",
         "nmt_cli",
         *args,
+        *(extra or []),
     ]
     raise typer.Exit(subprocess.call(command, env=env))

@@ -15,7 +15,6 @@ import contextlib
 import itertools
 import multiprocessing
 import pickle
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING
 from nmt_cli.errors import NmtError
 from nmt_cli.serve.batcher import Batcher, settle
 from nmt_cli.serve.requests import TranslateRequest
+from nmt_cli.threads import deaf_to_stop_signals, signals_ignored
 
 if TYPE_CHECKING:
     from nmt_cli.translator import Translation, Translator
@@ -224,7 +224,7 @@ class WorkerProcess:
     def launch(self) -> None:
         """Start the child, which begins loading the model (`wait_ready` waits for it)."""
         try:
-            with _signals_ignored():  # the child starts deaf to Ctrl-C: the parent stops it
+            with signals_ignored():  # the child starts deaf to Ctrl-C: the parent stops it
                 self._process.start()
         except BaseException:
             self._abandon()
@@ -507,30 +507,6 @@ class WorkerPool:
             thread.join(max(0.0, deadline - time.monotonic()))
 
 
-_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
-
-
-@contextlib.contextmanager
-def _signals_ignored():
-    """SIGINT and SIGTERM ignored meanwhile, so that a process started now begins deaf to them
-    (the parent stops it). Outside the main thread, where handlers cannot be set, they are
-    blocked in this thread instead: the child inherits the mask and unblocks them once it has
-    set them to be ignored."""
-    if threading.current_thread() is not threading.main_thread():
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
-        try:
-            yield
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        return
-    saved = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in saved.items():
-            signal.signal(sig, handler)
-
-
 class CoreShare:
     """Torch threads of one of several translating processes, set before each round of search
     steps: the threads it was given (`--threads`, else torch's default) shared evenly by the
@@ -557,9 +533,7 @@ def _work(conn, spec: ModelSpec, window: float, max_lines: int, share=None) -> N
     """The child: load the model, then serve the parent's requests until it says stop (None)
     or goes away. Ctrl-C and SIGTERM are the parent's to handle: it stops the child once the
     requests in flight are answered."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)  # blocked if started from a thread
+    deaf_to_stop_signals()
     from nmt_cli.translator import Translator
 
     try:

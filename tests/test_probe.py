@@ -1,0 +1,149 @@
+"""`nmt train --nproc auto`: the layouts probed, the choice, and what the command does with it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from cli_runner import invoke
+
+from nmt_cli import probe
+from nmt_cli.config import Config, ModelConfig, TrainConfig
+from nmt_cli.probe import Layout, Measurement
+
+
+def test_layouts_go_from_one_process_on_every_core_to_more_processes_of_fewer_threads():
+    assert probe.layouts(1) == [Layout(1, 1)]
+    assert probe.layouts(2) == [Layout(1, 2), Layout(2, 1)]
+    assert probe.layouts(6) == [Layout(1, 6), Layout(2, 3), Layout(4, 1)]
+    assert probe.layouts(64) == [Layout(1, 64), Layout(2, 32), Layout(4, 16), Layout(8, 8)]
+    assert (
+        str(Layout(1, 2)) == "1 process × 2 threads"
+        and str(Layout(2, 1)) == "2 processes × 1 thread"
+    )
+
+
+def test_more_processes_are_chosen_only_when_clearly_faster():
+    one, two = Layout(1, 2), Layout(2, 1)
+    assert probe.choose([Measurement(one, 3000.0), Measurement(two, 3100.0)]) == one  # within 5 %
+    assert probe.choose([Measurement(one, 3000.0), Measurement(two, 3300.0)]) == two
+    assert probe.choose([Measurement(one, 3000.0), Measurement(two, 0.0)]) == one  # could not split
+    four = Layout(4, 1)
+    measured = [Measurement(one, 1000.0), Measurement(two, 1500.0), Measurement(four, 1400.0)]
+    assert probe.choose(measured) == two
+
+
+def test_each_process_takes_its_share_of_the_tokens_per_update():
+    config = Config(train=TrainConfig(batch_tokens=2001))
+    assert probe.split_batch(config, 1).train.batch_tokens == 2001
+    assert probe.split_batch(config, 2).train.batch_tokens == 1000
+    assert config.train.batch_tokens == 2001  # the run's own settings are left alone
+
+
+def test_the_probe_trains_each_layout_in_processes_of_its_own(toy_data_dir):
+    """One process of 2 threads, then two DDP processes of 1 (Gloo): both train and are timed."""
+    from nmt_cli.data.datadir import load_data_dir
+
+    data = load_data_dir(toy_data_dir)
+    config = Config(
+        model=ModelConfig(emb_size=16, hidden_size=16, src_vocab_size=data.src_vocab_size,
+                          tgt_vocab_size=data.tgt_vocab_size),
+        train=TrainConfig(batch_tokens=400),
+    )  # fmt: skip
+    seen = []
+    measured = probe.probe(config, toy_data_dir, cores=2, on_layout=seen.append)
+    assert [m.layout for m in measured] == [Layout(1, 2), Layout(2, 1)] and seen == measured
+    assert all(m.tokens_per_s > 0 for m in measured), measured
+
+
+@pytest.fixture
+def two_cores(monkeypatch):
+    import nmt_cli.device
+
+    monkeypatch.setattr(nmt_cli.device, "available_cores", lambda: 2)
+
+
+def _probe_finds(monkeypatch, rates: list[float]) -> list:
+    """Make the probe report `rates` for 1 × 2 and 2 × 1; returns the probes run."""
+    runs = []
+
+    def fake(config, data_dir, cores, on_layout=None):
+        runs.append(config.train.batch_tokens)
+        measured = [
+            Measurement(layout, rate)
+            for layout, rate in zip(probe.layouts(cores), rates, strict=True)
+        ]
+        for m in measured:
+            on_layout(m)
+        return measured
+
+    monkeypatch.setattr(probe, "probe", fake)
+    return runs
+
+
+SMALL = ["--emb-size", "8", "--hidden-size", "8", "--batch-tokens", "300"]
+
+
+def test_auto_launches_torchrun_with_threads_and_a_share_of_the_batch(
+    toy_data_dir, tmp_path, monkeypatch, two_cores
+):
+    import nmt_cli.cli.train
+
+    runs = _probe_finds(monkeypatch, [3000.0, 3600.0])
+    launched = []
+    monkeypatch.setattr(nmt_cli.cli.train, "_launch_torchrun", lambda *a: launched.append(a))
+    result = invoke("train", toy_data_dir, "-o", tmp_path / "m", "--nproc", "auto", *SMALL)
+    assert launched == [(2, ["--threads", "1", "--batch-tokens", "150"])], result.output
+    assert runs == [300]  # probed at the run's own tokens per update
+    assert "layout probe: 2 processes × 1 thread: 3,600 target tokens/s" in result.stderr
+    assert "training with 2 processes × 1 thread, 150 target tokens per process" in result.stderr
+
+
+def test_auto_trains_in_this_process_on_every_core_when_one_process_is_as_fast(
+    toy_data_dir, tmp_path, monkeypatch, two_cores
+):
+    import nmt_cli.cli.train
+
+    _probe_finds(monkeypatch, [3000.0, 3100.0])
+    launched = []
+    monkeypatch.setattr(nmt_cli.cli.train, "_launch_torchrun", lambda *a: launched.append(a))
+    model = tmp_path / "m"
+    args = ["--max-steps", "2", "--valid-every", "2"]
+    result = invoke("train", toy_data_dir, "-o", model, "--nproc", "auto", *SMALL, *args)
+    assert result.exit_code == 0, result.output
+    assert launched == [] and "training with 1 process × 2 threads" in result.stderr
+    train = json.loads((model / "config.json").read_text())["train"]
+    assert (train["threads"], train["batch_tokens"]) == (2, 300)
+
+
+def test_auto_resumes_with_the_processes_of_the_run_it_resumes(
+    toy_data_dir, tmp_path, monkeypatch, two_cores
+):
+    import nmt_cli.cli.train
+
+    model = tmp_path / "m"
+    first = invoke("train", toy_data_dir, "-o", model, *SMALL, "--max-steps", "2", "--threads", "1")
+    assert first.exit_code == 0, first.output
+    meta = json.loads((model / "meta.json").read_text())
+    (model / "meta.json").write_text(json.dumps({**meta, "world_size": 2}))  # as torchrun left it
+    runs = _probe_finds(monkeypatch, [1.0, 2.0])
+    launched = []
+    monkeypatch.setattr(nmt_cli.cli.train, "_launch_torchrun", lambda *a: launched.append(a))
+    result = invoke("train", toy_data_dir, "-o", model, "--nproc", "auto", "--resume")
+    assert launched == [(2, ["--threads", "1"])] and runs == [], result.output
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (["--nproc", "two"], "--nproc must be a number of processes (at least 1) or auto"),
+        (["--nproc", "0"], "got '0'"),
+        (["--nproc", "auto", "--threads", "1"], "--nproc auto chooses the threads itself"),
+    ],
+)
+def test_a_bad_nproc_is_one_line_exit_2(toy_data_dir, tmp_path, monkeypatch, extra, named):
+    runs = _probe_finds(monkeypatch, [1.0, 2.0])
+    result = invoke("train", toy_data_dir, "-o", tmp_path / "m", *extra)
+    assert result.exit_code == 2 and runs == [], result.output
+    assert len(result.stderr.strip().splitlines()) == 1 and named in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "m").exists()
