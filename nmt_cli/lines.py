@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import gzip
 import itertools
+import os
+import stat
 import sys
 import zlib
 from collections.abc import Iterator
@@ -359,6 +361,30 @@ class UntilError:
     def check(self) -> None:
         if self.error is not None:
             raise self.error
+
+
+def check_whole_input(path: Path | None, on_invalid: str = "error") -> bool:
+    """Read a file input (a path, or stdin redirected from a regular file) through once, so
+    that a bad line fails before anything is written; a stdin file is rewound for the real
+    read. False, reading nothing, for a pipe or a terminal: a stream cannot be read twice."""
+    if path is not None and str(path) != "-":
+        for _ in read_lines(path, nul="space", on_invalid=on_invalid):
+            pass
+        return True
+    stream = sys.stdin.buffer
+    try:
+        regular = stat.S_ISREG(os.fstat(stream.fileno()).st_mode) and stream.seekable()
+        start = stream.tell() if regular else 0
+    except (OSError, ValueError):  # no file descriptor (a test's stdin), or a closed one
+        return False
+    if not regular:
+        return False
+    try:
+        for _ in iter_lines(stream, "<stdin>", on_invalid):
+            pass
+    finally:
+        stream.seek(start)
+    return True
 
 
 def open_input(path: Path | None) -> tuple[BinaryIO, str]:

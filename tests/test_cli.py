@@ -471,12 +471,37 @@ def test_align_stops_at_the_first_pair_the_gold_file_has_no_line_for(toy_model_d
     gold = tmp_path / "gold.align"
     gold.write_text("0-0\n", encoding="utf-8")
     text = "apple river ||| RIVER APPLE\ngreen bird ||| BIRD GREEN\nsun ||| SUN\n"
-    result = invoke("align", "-m", toy_model_dir, "--view", "none", "--gold", gold, input=text)
-    assert result.exit_code == 2 and len(result.stdout.splitlines()) == 1  # the rest not aligned
+    result = invoke("align", "-m", toy_model_dir, "--view", "links", "--gold", gold, input=text)
+    assert result.exit_code == 2 and result.stdout == ""  # no links without their score
+    assert "pair 1" in result.stderr and "pair 2" not in result.stderr  # the rest not aligned
     assert f"{gold} has 1 alignment but there are more pairs to align" in result.stderr
     gold.write_text("0-0\n0-0\n0-0\n0-0\n", encoding="utf-8")
     result = invoke("align", "-m", toy_model_dir, "--view", "none", "--gold", gold, input=text)
     assert result.exit_code == 2 and "has 4 alignments but 3 pairs were aligned" in result.stderr
+    assert result.stdout == ""
+
+
+def test_align_writes_no_links_when_the_gold_file_does_not_fit_them(toy_model_dir, tmp_path):
+    """A gold link outside its sentence is found only once the pairs are aligned: the links
+    wait for the score, so the command fails with nothing on stdout."""
+    src, tgt, gold = tmp_path / "a.src", tmp_path / "a.tgt", tmp_path / "gold.align"
+    src.write_text("apple river\ngreen bird\n", encoding="utf-8")
+    tgt.write_text("RIVER APPLE\nBIRD GREEN\n", encoding="utf-8")
+    gold.write_text("0-1 1-0\n0-0 0-9\n", encoding="utf-8")
+    result = invoke("align", "-m", toy_model_dir, "--src", src, "--tgt", tgt, "--gold", gold)
+    assert result.exit_code == 2 and result.stdout == "", result.output
+    assert "sentence 2: link 0-9 lies outside the sentence" in result.stderr
+    gold.write_text("0-1 1-0\n0-1 1-0\n", encoding="utf-8")
+    result = invoke("align", "-m", toy_model_dir, "--src", src, "--tgt", tgt, "--gold", gold)
+    assert result.exit_code == 0 and len(result.stdout.splitlines()) == 2 and "AER" in result.stderr
+
+
+def test_align_checks_every_pair_of_an_input_file_before_writing_any(toy_model_dir, tmp_path):
+    pairs = tmp_path / "pairs.txt"
+    pairs.write_text("apple river ||| RIVER APPLE\nno separator here\n", encoding="utf-8")
+    result = invoke("align", "-m", toy_model_dir, "--view", "none", "--input", pairs)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert f"{pairs} line 2 has no ' ||| ' separator" in result.stderr
 
 
 def test_align_files_with_a_gold_file_of_another_length_write_nothing(toy_model_dir, tmp_path):
@@ -644,7 +669,7 @@ def test_align_refuses_gold_links_outside_their_sentences_and_says_if_counted_fr
     assert f"{gold}: sentence 1: link 1-2 lies outside the sentence" in message
     assert "(and 2 more such links)" in message  # 2-1 and 3-3
     assert "the file may count words from 1" in message
-    assert len(result.stdout.splitlines()) == 2  # the links themselves are written in full
+    assert result.stdout == ""  # a failed command writes no links (drop --gold to get them)
 
 
 def test_commands_with_their_own_path_checks_skip_clicks_readability_check():

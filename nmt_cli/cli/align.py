@@ -117,7 +117,7 @@ def align(
     from nmt_cli.cli.align_output import AlignOutput
     from nmt_cli.data.corpus import read_pairs
     from nmt_cli.errors import ConfigError
-    from nmt_cli.lines import UntilError, iter_lines, open_input
+    from nmt_cli.lines import UntilError, check_whole_input, iter_lines, open_input
     from nmt_cli.translator import SearchOptions, Translator
 
     if view not in ("auto", "heatmap", "links", "none"):
@@ -185,10 +185,12 @@ def align(
         pairs = _warn_when_cut(checked_pairs(read_pairs(pair_files), name), translator, name)
         output.run(align_pairs(translator, pairs, options, reverse, rates))
         return
+    whole = check_whole_input(input)  # a file: a bad line fails before anything is written
     stream, name = open_input(input)
     lines = UntilError(iter_lines(stream, name))
-    output.run(_stream_alignments(translator, reverse, options, lines, name, search, rates))
-    lines.check()  # an unreadable line fails after every pair before it is written
+    aligned = _stream_alignments(translator, reverse, options, lines, name, search, rates, whole)
+    output.run(aligned)
+    lines.check()  # from a pipe, an unreadable line fails after every pair before it
 
 
 def _view_note(options, corpus_prior: float, reverse: bool, default_prior: bool) -> str | None:
@@ -342,8 +344,10 @@ def _checked_pair_files(src, tgt, tsv, input):
     return source, count
 
 
-def _stream_alignments(translator, reverse, options, lines, name, search, rates):
-    """`src ||| tgt` lines are aligned as given; plain source lines are translated first."""
+def _stream_alignments(translator, reverse, options, lines, name, search, rates, whole=False):
+    """`src ||| tgt` lines are aligned as given; plain source lines are translated first.
+    With `whole` (a file, not a pipe) every `src ||| tgt` line is checked before the first
+    is aligned."""
     import itertools
 
     from nmt_cli.aligner import align_pairs, align_translations, parse_fast_align
@@ -364,6 +368,7 @@ def _stream_alignments(translator, reverse, options, lines, name, search, rates)
             "source sentences, replace their tabs with spaces"
         )
     if "|||" in first:
-        pairs = _warn_when_cut(parse_fast_align(rest, name), translator, name)
+        pairs = parse_fast_align(rest, name)
+        pairs = _warn_when_cut(list(pairs) if whole else pairs, translator, name)
         return align_pairs(translator, pairs, options, reverse, rates)
     return align_translations(translator, rest, search, options, reverse, rates)

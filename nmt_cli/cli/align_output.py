@@ -53,6 +53,9 @@ class AlignOutput:
         if self.gold_path is not None and self.gold is None:
             self.check_gold()
         gold = self.gold
+        # Scored against gold, the links are written once the score is in: a gold file that
+        # does not fit the pairs fails with nothing written.
+        held: list[str] | None = [] if gold is not None else None
         out = sys.stdout
         for index, pair in enumerate(pairs):
             if isinstance(gold, LinkListedGold) and index == len(gold):
@@ -65,9 +68,13 @@ class AlignOutput:
                     "to align: give the gold file of these sentence pairs"
                 )
             if self.json_output:
-                out.write(json.dumps(self._record(pair), ensure_ascii=False) + "\n")
+                line = json.dumps(self._record(pair), ensure_ascii=False) + "\n"
             else:
-                out.write(format_pharaoh(pair.links) + "\n")
+                line = format_pharaoh(pair.links) + "\n"
+            if held is None:
+                out.write(line)
+            else:
+                held.append(line)
             if self.view != "none":
                 self._show(index, pair)
             if index == 0 and self.png:
@@ -79,9 +86,12 @@ class AlignOutput:
             if gold is not None:
                 self.predicted.append(pair.links)
                 self.lengths.append((_real(pair.src_words), _real(pair.tgt_words)))
-        out.flush()
         if gold is not None:
-            self._score(gold)
+            score = self._score(gold)
+            out.writelines(held)
+            out.flush()
+            self._report(score, len(self.predicted))
+        out.flush()
 
     def _record(self, pair) -> dict:
         from nmt_cli.alignment import format_pharaoh
@@ -148,7 +158,8 @@ class AlignOutput:
             )
         return "give the gold links of these sentence pairs, counting words from 0"
 
-    def _score(self, gold) -> None:
+    def _score(self, gold):
+        """The score of the links against `gold`; InputError if the gold does not fit them."""
         from nmt_cli.alignment import check_range, score_alignments
         from nmt_cli.errors import InputError
 
@@ -172,12 +183,14 @@ class AlignOutput:
                 f"pairs (from pair {self.listed + 1:,} on): they count as pairs without gold "
                 "links; check that the file is whole"
             )
+        return score_alignments(self.predicted, gold)
+
+    def _report(self, score, pairs: int) -> None:
         console = stderr_console()
-        score = score_alignments(self.predicted, gold)
         console.print(
             f"AER {score.aer * 100:.2f}%  precision {score.precision * 100:.2f}%  "
             f"recall {score.recall * 100:.2f}%  ({score.predicted:,} links predicted, "
-            f"{score.sure:,} sure gold links, {len(gold):,} pairs)"
+            f"{score.sure:,} sure gold links, {pairs:,} pairs)"
         )
 
 

@@ -73,7 +73,13 @@ def translate(
     """
     import sys
 
-    from nmt_cli.lines import UntilError, check_on_invalid, iter_lines, open_input
+    from nmt_cli.lines import (
+        UntilError,
+        check_on_invalid,
+        check_whole_input,
+        iter_lines,
+        open_input,
+    )
     from nmt_cli.translator import SearchOptions, Translator
 
     options = SearchOptions(
@@ -105,15 +111,13 @@ def translate(
     if typed and sys.stdout.isatty() and not (json_output or align or nbest > 1):
         _prompt_loop(translator, options, replace_unk)
         return
-    if input is not None and str(input) != "-":
-        # A file is read through once first: a bad line (invalid UTF-8, a truncated gzip) is
-        # refused before anything is written, as prepare and eval refuse it. A stream
-        # cannot be read twice: there every line before the bad one is written, then it fails.
-        from nmt_cli.lines import read_lines
-
+    if not typed:
+        # A file (--input, or stdin redirected from one) is read through once first: a bad
+        # line (invalid UTF-8, a truncated gzip) is refused before anything is written, as
+        # prepare and eval refuse it. A pipe cannot be read twice: there every line before
+        # the bad one is written, then it fails.
         with _offering_replace():
-            for _ in read_lines(input, nul="space", on_invalid=on_invalid):
-                pass
+            check_whole_input(input, on_invalid)
     stream, name = open_input(input)
     lines = UntilError(iter_lines(stream, name, on_invalid))
     with_attention = align or json_output

@@ -460,6 +460,42 @@ def test_translate_refuses_a_file_with_an_invalid_line_before_writing_anything(
     assert replaced.exit_code == 0 and len(replaced.stdout.splitlines()) == 3
 
 
+def test_stdin_redirected_from_a_file_is_read_through_before_anything_is_written(
+    tmp_path, toy_model_dir
+):
+    """`nmt translate < FILE` and `nmt align < FILE`: stdin is a regular file, which can be
+    read twice, so a bad line fails before any output, as with --input (a pipe cannot be
+    rewound: there the lines before the bad one are written). Run as real processes: the
+    test runner's stdin is no file."""
+    import os
+    import subprocess
+    import sys
+
+    def run(args: list, path: Path, skip_first_line: bool = False):
+        with open(path, "rb") as stdin:
+            if skip_first_line:  # stdin starts past its first line: rewound to there
+                os.lseek(stdin.fileno(), path.read_bytes().index(b"\n") + 1, os.SEEK_SET)
+            return subprocess.run([sys.executable, "-m", "nmt_cli", *map(str, args)],
+                                  stdin=stdin, capture_output=True, timeout=300)  # fmt: skip
+
+    bad = tmp_path / "in.txt"
+    bad.write_bytes(b"apple river\nstone cloud\ngr\xfcn\nsun\n")  # Latin-1 on line 3
+    translate = ["translate", "-m", toy_model_dir, "--beam", "1"]
+    result = run(translate, bad)
+    assert result.returncode == 2 and result.stdout == b"", result.stderr
+    assert b"<stdin> line 3 is not valid UTF-8" in result.stderr
+    assert b"<stdin> line 2 is not" in run(translate, bad, skip_first_line=True).stderr
+    pairs = tmp_path / "pairs.txt"
+    pairs.write_text("apple river ||| RIVER APPLE\nno separator here\n", encoding="utf-8")
+    result = run(["align", "-m", toy_model_dir, "--view", "none"], pairs)
+    assert result.returncode == 2 and result.stdout == b"", result.stderr
+    assert b"<stdin> line 2 has no ' ||| ' separator" in result.stderr
+    good = tmp_path / "good.txt"
+    good.write_text("apple river\nstone cloud\nsun\n", encoding="utf-8")
+    result = run(translate, good, skip_first_line=True)
+    assert result.returncode == 0 and len(result.stdout.splitlines()) == 2, result.stderr
+
+
 def _compressed(kind: str, data: bytes) -> bytes:
     import bz2
     import lzma
