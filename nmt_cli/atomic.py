@@ -163,7 +163,14 @@ def staged_directory(
         stage = Path(tempfile.mkdtemp(prefix=prefix, suffix=".partial", dir=parent))
     except OSError as exc:
         _remove_empty(created)
-        raise NmtError(f"cannot create {final}: {exc.strerror}") from exc
+        if exc.errno in _NOT_OURS:  # a place the user may not write: another path will do
+            raise InputError(
+                f"cannot create {final}: {exc.strerror}; choose another output directory"
+            ) from None
+        raise NmtError(
+            f"cannot create {final}: {exc.strerror}; free some space or choose another output "
+            "directory"
+        ) from exc
     try:
         yield stage
         try:
@@ -180,6 +187,10 @@ def staged_directory(
         raise
 
 
+# Errors of a place the user may not write to (bad input, exit 2), unlike a full disk.
+_NOT_OURS = {errno.EACCES, errno.EPERM, errno.EROFS}
+
+
 def check_output_file(
     path: str | os.PathLike, option: str, inputs: Iterable[str | os.PathLike | None] = ()
 ) -> None:
@@ -189,6 +200,12 @@ def check_output_file(
     if path.is_dir():
         raise InputError(f"cannot write {path} ({option}): it is a folder; give a file path")
     if not path.parent.is_dir():
+        blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+        if blocking is not None:
+            raise InputError(
+                f"cannot write {path} ({option}): {blocking} is a file, not a folder; "
+                "choose another path"
+            )
         raise InputError(
             f"cannot write {path} ({option}): the folder {path.parent} does not exist; create "
             "it or choose another path"

@@ -368,6 +368,8 @@ def check_whole_input(path: Path | None, on_invalid: str = "error") -> bool:
     that a bad line fails before anything is written; a stdin file is rewound for the real
     read. False, reading nothing, for a pipe or a terminal: a stream cannot be read twice."""
     if path is not None and str(path) != "-":
+        if _is_pipe(path):
+            return False
         for _ in read_lines(path, nul="space", on_invalid=on_invalid):
             pass
         return True
@@ -388,7 +390,17 @@ def check_whole_input(path: Path | None, on_invalid: str = "error") -> bool:
 
 
 def open_input(path: Path | None) -> tuple[BinaryIO, str]:
-    """stdin (binary) when path is None or '-', else the file (plain or gzip)."""
+    """stdin (binary) when path is None or '-'; a named pipe (`--input <(command)`) read as
+    stdin is, as it comes; else the file (plain or gzip)."""
     if path is None or str(path) == "-":
         return sys.stdin.buffer, "<stdin>"
+    if _is_pipe(path):
+        return open(path, "rb"), str(path)  # noqa: SIM115 - the caller reads it to the end
     return open_binary(path), str(path)
+
+
+def _is_pipe(path: Path) -> bool:
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False

@@ -39,6 +39,9 @@ FILE_SLOTS = [
 # An empty file is fine where "no lines in" means "no lines out" (the streaming commands,
 # and a config file, which is then all defaults); everywhere else it is refused.
 EMPTY_IS_FINE = {"translate --input", "align --input", "align --tsv", "train --config"}
+# A named pipe (`--input <(command)`) is read as it comes, as stdin is, where the command
+# streams; the commands that read a file through first refuse one (it would wait for a writer).
+STREAMED = {"translate --input", "align --input"}
 
 DIR_SLOTS = [
     ("train DATA_DIR", ["train", "BAD", "-o", "OUT"]),
@@ -147,6 +150,11 @@ def test_bad_file_is_refused_with_one_line(case, template, kind, files, tmp_path
     if kind == "removed" and case in NO_SEPARATE_CHECK:
         pytest.skip("opened without a separate check: the 'missing' case covers it")
     bad = _bad_path(tmp_path, kind, monkeypatch)
+    if kind == "fifo" and case in STREAMED:  # read until its writer leaves, with no line
+        result = invoke(*_argv(template, files, bad))
+        assert_no_traceback(result)
+        assert result.exit_code == 0 and result.stdout == ""
+        return
     if kind == "empty" and case in EMPTY_IS_FINE:
         if case == "train --config":
             pytest.skip("an empty config is all defaults: nothing to refuse")
@@ -218,3 +226,80 @@ def test_a_closed_output_is_named(toy_model_dir):
     assert closed.stderr.strip() == (
         "error: standard output is closed: redirect it to a file or /dev/null"
     )
+
+
+def test_an_output_directory_in_a_place_that_cannot_be_written_is_exit_2_with_a_fix(
+    toy_data_dir, tmp_path, monkeypatch
+):
+    """A read-only file system (or no permission) where `prepare -o` or `average -o` makes its
+    directory: bad input with the fix, as `train -o` gives; a full disk stays exit 1. (The
+    tests run as root, whom permissions do not stop: the refusal is played by mkdtemp.)"""
+    import errno
+    import tempfile
+
+    from nmt_cli import atomic
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(atomic.tempfile, "mkdtemp", read_only)
+    src, tgt = toy_data_dir / "train.src", toy_data_dir / "train.tgt"
+    out = tmp_path / "ro" / "data"
+    result = invoke("prepare", "--src", src, "--tgt", tgt, "-o", out)
+    assert_refused(result, 2, f"cannot create {out}: Read-only file system", "choose another")
+    assert not (tmp_path / "ro").exists()  # the parent it made is gone again
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(atomic.tempfile, "mkdtemp", full)
+    result = invoke("prepare", "--src", src, "--tgt", tgt, "-o", out)
+    assert_refused(result, 1, f"cannot create {out}: No space left on device")
+    monkeypatch.setattr(atomic.tempfile, "mkdtemp", tempfile.mkdtemp)
+
+
+def test_an_output_file_under_a_file_names_the_file(toy_model_dir, tmp_path):
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("not a folder\n", encoding="utf-8")
+    src, ref = tmp_path / "a.src", tmp_path / "a.ref"
+    src.write_text("apple river\n", encoding="utf-8")
+    ref.write_text("RIVER APPLE\n", encoding="utf-8")
+    result = invoke("eval", "-m", toy_model_dir, "--src", src, "--ref", ref,
+                    "--save-hyp", blocker / "h.txt")  # fmt: skip
+    assert_refused(result, 2, f"{blocker} is a file, not a folder")
+    assert blocker.read_text(encoding="utf-8") == "not a folder\n"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+@pytest.mark.parametrize("command", ["translate", "align"])
+def test_a_named_pipe_as_input_is_read_as_it_comes(command, toy_model_dir, tmp_path):
+    """`nmt translate --input <(command)`: the shell gives a named pipe, read as stdin is."""
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    text = "apple river\nsun\n" if command == "translate" else "apple ||| APPLE\nsun ||| SUN\n"
+
+    def writer():
+        with open(pipe, "w", encoding="utf-8") as out:
+            out.write(text)
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    result = invoke(
+        command,
+        "-m",
+        toy_model_dir,
+        "--input",
+        pipe,
+        *(["--view", "none"] if command == "align" else []),
+    )
+    thread.join(10)
+    assert result.exit_code == 0, result.output
+    assert len(result.stdout.splitlines()) == 2
+    piped = invoke(
+        command,
+        "-m",
+        toy_model_dir,
+        *(["--view", "none"] if command == "align" else []),
+        input=text,
+    )
+    assert result.stdout == piped.stdout  # as from stdin
