@@ -149,8 +149,7 @@ def staged_directory(
     if occupied and not final.is_symlink():  # (a link is replaced, the folder it names kept)
         _refuse_inner_folder(final)
     parent = final.parent
-    blocking = next((p for p in (parent, *parent.parents) if p.exists() and not p.is_dir()), None)
-    if blocking is not None:
+    if (blocking := _file_above(final)) is not None:
         raise InputError(
             f"cannot create {final}: {blocking} is a file, not a directory; "
             "choose another output path"
@@ -167,9 +166,10 @@ def staged_directory(
             raise InputError(
                 f"cannot create {final}: {exc.strerror}; choose another output directory"
             ) from None
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
         raise NmtError(
-            f"cannot create {final}: {exc.strerror}; free some space or choose another output "
-            "directory"
+            f"cannot create {final}: {exc.strerror}; "
+            f"{'free some space or ' if full else ''}choose another output directory"
         ) from exc
     try:
         yield stage
@@ -187,8 +187,13 @@ def staged_directory(
         raise
 
 
-# Errors of a place the user may not write to (bad input, exit 2), unlike a full disk.
-_NOT_OURS = {errno.EACCES, errno.EPERM, errno.EROFS}
+# Errors of a place or name the user may not write (bad input, exit 2), unlike a full disk.
+_NOT_OURS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENAMETOOLONG}
+
+
+def _file_above(path: Path) -> Path | None:
+    """The first of `path`'s parents that exists and is not a directory, if any."""
+    return next((p for p in path.parents if p.exists() and not p.is_dir()), None)
 
 
 def check_output_file(
@@ -200,10 +205,9 @@ def check_output_file(
     if path.is_dir():
         raise InputError(f"cannot write {path} ({option}): it is a folder; give a file path")
     if not path.parent.is_dir():
-        blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
-        if blocking is not None:
+        if (blocking := _file_above(path)) is not None:
             raise InputError(
-                f"cannot write {path} ({option}): {blocking} is a file, not a folder; "
+                f"cannot write {path} ({option}): {blocking} is a file, not a directory; "
                 "choose another path"
             )
         raise InputError(

@@ -4,7 +4,9 @@ The rule, the same for every file and every command:
 
 - **gzip** is decided by the first two bytes (1f 8b), never by the name: `train.de.gz` that is
   plain text reads as plain text, a gzip file named `train.txt` is decompressed. stdin is read
-  as it comes (pipe it through `zcat` when compressed), so a stream is never held up.
+  as it comes (pipe it through `zcat` when compressed), so a stream is never held up; a
+  command that streams reads a file first through once (stdin too, when it is redirected
+  from one: `check_whole_input`), so that a bad line fails before it writes anything.
 - **Encoding** is UTF-8. A UTF-8 BOM at the very start is dropped. Invalid UTF-8 is an error
   naming the file, the line and the column (`nmt translate --on-invalid replace` puts U+FFFD
   there instead); a UTF-16 file is recognised by its BOM and named as such.
@@ -20,13 +22,14 @@ The rule, the same for every file and every command:
 
 from __future__ import annotations
 
+import collections
 import gzip
 import itertools
 import os
 import stat
 import sys
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -363,15 +366,21 @@ class UntilError:
             raise self.error
 
 
-def check_whole_input(path: Path | None, on_invalid: str = "error") -> bool:
+def check_whole_input(
+    path: Path | None,
+    on_invalid: str = "error",
+    check: Callable[[Iterator[str], str], None] | None = None,
+) -> bool:
     """Read a file input (a path, or stdin redirected from a regular file) through once, so
     that a bad line fails before anything is written; a stdin file is rewound for the real
-    read. False, reading nothing, for a pipe or a terminal: a stream cannot be read twice."""
+    read. `check(lines, name)`, when given, reads those lines in place of a plain pass (and
+    raises on a line the command cannot take). False, reading nothing, for a pipe or a
+    terminal: a stream cannot be read twice."""
+    consume = check or (lambda lines, name: collections.deque(lines, maxlen=0))
     if path is not None and str(path) != "-":
         if _is_pipe(path):
             return False
-        for _ in read_lines(path, nul="space", on_invalid=on_invalid):
-            pass
+        consume(read_lines(path, nul="space", on_invalid=on_invalid), str(path))
         return True
     stream = sys.stdin.buffer
     try:
@@ -382,8 +391,10 @@ def check_whole_input(path: Path | None, on_invalid: str = "error") -> bool:
     if not regular:
         return False
     try:
-        for _ in iter_lines(stream, "<stdin>", on_invalid):
-            pass
+        consume(_block_lines(stream, "<stdin>", on_invalid, "space"), "<stdin>")
+    except _Unreadable:  # a block that could not be read: line by line, to name the place
+        stream.seek(start)
+        consume(iter_lines(stream, "<stdin>", on_invalid), "<stdin>")
     finally:
         stream.seek(start)
     return True

@@ -13,11 +13,14 @@ fastest; one process unless another is faster by more than `MARGIN`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import multiprocessing
 import queue
+import signal
 import socket
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +32,7 @@ WARMUP_UPDATES = 3  # not timed: the first updates allocate and build their kern
 TIMED_UPDATES = 8
 MARGIN = 0.05  # more processes must be this much faster than one to be chosen
 MOST_LAYOUTS = 4  # 1, 2, 4 and 8 processes at most
+PROBE_TIMEOUT_S = 600.0  # a layout not timed by then is given up
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,7 @@ class Layout:
 class Measurement:
     layout: Layout
     tokens_per_s: float  # target tokens per second over the timed updates, all processes
+    problem: str = ""  # why the layout could not be timed (its rate is then 0)
 
 
 def layouts(cores: int) -> list[Layout]:
@@ -70,18 +75,48 @@ def split_batch(config: Config, processes: int) -> Config:
 
 def probe(config: Config, data_dir: Path, cores: int, on_layout=None) -> list[Measurement]:
     """Train each of `layouts(cores)` for TIMED_UPDATES updates (after WARMUP_UPDATES), each in
-    fresh processes; `on_layout(measurement)` is called as each ends. A layout that cannot
-    split this data (fewer batches than processes) measures 0."""
+    fresh processes; `on_layout(measurement)` is called as each ends. A layout of several
+    processes that cannot be timed (fewer batches than processes, a process killed for
+    memory, a port taken meanwhile) measures 0 and says why; only the one-process layout's
+    failure is an error."""
     measured = []
-    for layout in layouts(cores):
-        rate = _run_layout(config, data_dir, layout)
-        measured.append(Measurement(layout, rate))
-        if on_layout is not None:
-            on_layout(measured[-1])
+    with _terminate_interrupts():  # a SIGTERM stops the children too
+        for layout in layouts(cores):
+            try:
+                rate, problem = _run_layout(config, data_dir, layout)
+            except NmtError as exc:
+                if layout.processes == 1:
+                    raise
+                rate, problem = 0.0, str(exc)
+            measured.append(Measurement(layout, rate, problem))
+            if on_layout is not None:
+                on_layout(measured[-1])
     return measured
 
 
-def _run_layout(config: Config, data_dir: Path, layout: Layout) -> float:
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM during the probe: stops it as Ctrl-C does (the children are killed on the way)."""
+
+
+@contextlib.contextmanager
+def _terminate_interrupts():
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise _Terminated
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run_layout(config: Config, data_dir: Path, layout: Layout) -> tuple[float, str]:
+    """(rate, "") once every process of the layout has ended its timed updates, or
+    (0, why) if it cannot split this data; NmtError if a process fails or hangs."""
     from nmt_cli.threads import signals_ignored
 
     context = multiprocessing.get_context("spawn")
@@ -97,34 +132,57 @@ def _run_layout(config: Config, data_dir: Path, layout: Layout) -> float:
         )
         for rank in range(layout.processes)
     ]
+    finished = False
     try:
         with signals_ignored():  # Ctrl-C is the parent's: it stops them below
             for worker in workers:
                 worker.start()
-        return _result(results, workers, layout)
+        outcome = _results(results, workers, layout)
+        finished = True
+        return outcome
     finally:
-        for worker in workers:
+        for worker in workers:  # done: a moment to exit on its own; else (Ctrl-C) at once
+            if finished:
+                worker.join(timeout=5)
             if worker.is_alive():
                 worker.kill()
             worker.join()
 
 
-def _result(results, workers, layout: Layout) -> float:
-    """Rank 0's rate, or the first failure's message as an NmtError."""
-    while True:
+def _results(results, workers, layout: Layout, timeout: float = PROBE_TIMEOUT_S):
+    """Wait for every process's message: (rate, "") from rank 0's, (0, why) for a layout that
+    cannot split this data; NmtError for a failure, a process that died, or no answer in
+    `timeout` seconds."""
+    fix = "give the layout yourself with --nproc N"
+    deadline, rate, skipped, told = time.monotonic() + timeout, 0.0, "", 0
+    while told < len(workers):
         try:
             kind, value = results.get(timeout=0.5)
         except queue.Empty:
-            dead = [w for w in workers if w.exitcode not in (None, 0)]
-            if dead:
-                raise NmtError(
-                    f"the layout probe's process ({layout}) exited with code "
-                    f"{dead[0].exitcode}: give the layout yourself with --nproc N"
-                ) from None
+            problem = _stalled(workers, results, deadline, timeout)
+            if problem:
+                raise NmtError(f"the layout probe ({layout}) {problem}: {fix}") from None
             continue
+        told += 1
         if kind == "error":
-            raise NmtError(f"the layout probe ({layout}) failed: {value}")
-        return 0.0 if kind == "skip" else value
+            raise NmtError(f"the layout probe ({layout}) failed: {value}; {fix}")
+        if kind == "skip":
+            skipped = value
+        elif kind == "rate":
+            rate = value
+    return (0.0, skipped) if skipped else (rate, "")
+
+
+def _stalled(workers, results, deadline: float, timeout: float) -> str:
+    """Why waiting on for the processes' messages is no use ("" while it is)."""
+    dead = [w for w in workers if w.exitcode not in (None, 0)]
+    if dead:
+        return f"lost a process (exit code {dead[0].exitcode})"
+    if all(w.exitcode is not None for w in workers) and results.empty():
+        return "ended without a result"
+    if time.monotonic() > deadline:
+        return f"took over {timeout:.0f} s"
+    return ""
 
 
 def _free_port() -> int:
@@ -133,13 +191,21 @@ def _free_port() -> int:
         return probe_socket.getsockname()[1]
 
 
+_RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
 def _probe_rank(rank: int, layout: Layout, port: int, config: Config, data_dir: Path, results):
-    """One process of a layout: the run's Trainer in a scratch directory, timed updates."""
+    """One process of a layout: the run's Trainer in a scratch directory, timed updates; it
+    ends by sending one message (its rate from rank 0, "done" from the others)."""
     import os
 
-    from nmt_cli.threads import deaf_to_stop_signals
+    from nmt_cli.threads import STOP_SIGNALS
 
-    deaf_to_stop_signals()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's, which stops it
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a SIGTERM to the whole group ends it
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    for name in _RANK_VARIABLES:  # none of a torchrun around the command
+        os.environ.pop(name, None)
     try:
         if layout.processes > 1:
             os.environ.update(
@@ -153,8 +219,7 @@ def _probe_rank(rank: int, layout: Layout, port: int, config: Config, data_dir: 
     except Exception as exc:  # sent as one line; the parent raises it
         results.put(("error", f"{type(exc).__name__}: {exc}"))
         return
-    if rank == 0:
-        results.put(("rate", rate))
+    results.put(("rate", rate) if rank == 0 else ("done", None))
 
 
 def _timed_updates(config: Config, data_dir: Path, layout: Layout) -> float:

@@ -30,6 +30,18 @@ def _with_vocab(config: Config, src_vocab: int, tgt_vocab: int) -> Config:
 
 
 def _prepare_model_dir(output: Path, resume: bool, force: bool) -> None:
+    check_model_dir(output, resume, force)
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a parent that is a file, a folder of /proc, no permission, ...
+        raise ConfigError(
+            f"cannot make the model directory {output}: {exc.strerror}; choose another --output"
+        ) from None
+
+
+def check_model_dir(output: Path, resume: bool, force: bool) -> None:
+    """Refuse an OUTPUT the run cannot write as asked (nothing is written): `nmt train --nproc`
+    calls it before it starts processes or probes, then every rank again."""
     if resume and force:
         raise ConfigError(
             "--resume continues the run in OUTPUT and --force starts it afresh: give one of them"
@@ -48,12 +60,6 @@ def _prepare_model_dir(output: Path, resume: bool, force: bool) -> None:
         if not (output / checkpoint.LAST_FILE).exists():
             hint = f"add --force to start afresh (it has no {checkpoint.LAST_FILE} to resume)"
         raise ConfigError(f"{output} already holds a model: {hint}")
-    try:
-        output.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:  # a parent that is a file, a folder of /proc, no permission, ...
-        raise ConfigError(
-            f"cannot make the model directory {output}: {exc.strerror}; choose another --output"
-        ) from None
 
 
 class _StoppedAtOnce(KeyboardInterrupt):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -488,12 +489,19 @@ def test_align_writes_no_links_when_the_gold_file_does_not_fit_them(toy_model_di
     src.write_text("apple river\ngreen bird\n", encoding="utf-8")
     tgt.write_text("RIVER APPLE\nBIRD GREEN\n", encoding="utf-8")
     gold.write_text("0-1 1-0\n0-0 0-9\n", encoding="utf-8")
-    result = invoke("align", "-m", toy_model_dir, "--src", src, "--tgt", tgt, "--gold", gold)
+    args = ["align", "-m", toy_model_dir, "--src", src, "--tgt", tgt, "--gold", gold]
+    result = invoke(*args)
     assert result.exit_code == 2 and result.stdout == "", result.output
     assert "sentence 2: link 0-9 lies outside the sentence" in result.stderr
+    picture = tmp_path / "first.png"
+    if importlib.util.find_spec("matplotlib") is not None:  # --png needs it
+        assert invoke(*args, "--png", picture).exit_code == 2
+        assert not picture.exists()  # nor the picture of a failed command
     gold.write_text("0-1 1-0\n0-1 1-0\n", encoding="utf-8")
-    result = invoke("align", "-m", toy_model_dir, "--src", src, "--tgt", tgt, "--gold", gold)
+    result = invoke(*args)
     assert result.exit_code == 0 and len(result.stdout.splitlines()) == 2 and "AER" in result.stderr
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert invoke(*args, "--png", picture).exit_code == 0 and picture.stat().st_size > 0
 
 
 def test_align_checks_every_pair_of_an_input_file_before_writing_any(toy_model_dir, tmp_path):

@@ -84,15 +84,29 @@ def _probe_finds(monkeypatch, rates: list[float]) -> list:
 SMALL = ["--emb-size", "8", "--hidden-size", "8", "--batch-tokens", "300"]
 
 
+def _no_torchrun(monkeypatch) -> list:
+    """`_launch_torchrun` replaced by one that records its arguments and exits as it does."""
+    import typer
+
+    import nmt_cli.cli.train
+
+    launched = []
+
+    def launch(*args):
+        launched.append(args)
+        raise typer.Exit(0)
+
+    monkeypatch.setattr(nmt_cli.cli.train, "_launch_torchrun", launch)
+    return launched
+
+
 def test_auto_launches_torchrun_with_threads_and_a_share_of_the_batch(
     toy_data_dir, tmp_path, monkeypatch, two_cores
 ):
-    import nmt_cli.cli.train
-
     runs = _probe_finds(monkeypatch, [3000.0, 3600.0])
-    launched = []
-    monkeypatch.setattr(nmt_cli.cli.train, "_launch_torchrun", lambda *a: launched.append(a))
+    launched = _no_torchrun(monkeypatch)
     result = invoke("train", toy_data_dir, "-o", tmp_path / "m", "--nproc", "auto", *SMALL)
+    assert result.exit_code == 0 and not (tmp_path / "m").exists(), result.output
     assert launched == [(2, ["--threads", "1", "--batch-tokens", "150"])], result.output
     assert runs == [300]  # probed at the run's own tokens per update
     assert "layout probe: 2 processes × 1 thread: 3,600 target tokens/s" in result.stderr
@@ -102,11 +116,8 @@ def test_auto_launches_torchrun_with_threads_and_a_share_of_the_batch(
 def test_auto_trains_in_this_process_on_every_core_when_one_process_is_as_fast(
     toy_data_dir, tmp_path, monkeypatch, two_cores
 ):
-    import nmt_cli.cli.train
-
     _probe_finds(monkeypatch, [3000.0, 3100.0])
-    launched = []
-    monkeypatch.setattr(nmt_cli.cli.train, "_launch_torchrun", lambda *a: launched.append(a))
+    launched = _no_torchrun(monkeypatch)
     model = tmp_path / "m"
     args = ["--max-steps", "2", "--valid-every", "2"]
     result = invoke("train", toy_data_dir, "-o", model, "--nproc", "auto", *SMALL, *args)
@@ -119,18 +130,91 @@ def test_auto_trains_in_this_process_on_every_core_when_one_process_is_as_fast(
 def test_auto_resumes_with_the_processes_of_the_run_it_resumes(
     toy_data_dir, tmp_path, monkeypatch, two_cores
 ):
-    import nmt_cli.cli.train
-
+    """The count comes from the run's own log (its progress reports say how many processes
+    trained), not from a new probe: its saved batch is one process's share."""
     model = tmp_path / "m"
     first = invoke("train", toy_data_dir, "-o", model, *SMALL, "--max-steps", "2", "--threads", "1")
     assert first.exit_code == 0, first.output
-    meta = json.loads((model / "meta.json").read_text())
-    (model / "meta.json").write_text(json.dumps({**meta, "world_size": 2}))  # as torchrun left it
+    with open(model / "train.jsonl", "a", encoding="utf-8") as log:  # as 2 processes report
+        log.write(json.dumps({"event": "train", "step": 3, "world_size": 2}) + "\n")
+    (model / "meta.json").unlink()  # stopped before its first validation: no meta.json
     runs = _probe_finds(monkeypatch, [1.0, 2.0])
-    launched = []
-    monkeypatch.setattr(nmt_cli.cli.train, "_launch_torchrun", lambda *a: launched.append(a))
+    launched = _no_torchrun(monkeypatch)
     result = invoke("train", toy_data_dir, "-o", model, "--nproc", "auto", "--resume")
     assert launched == [(2, ["--threads", "1"])] and runs == [], result.output
+    (model / "train.jsonl").unlink()
+    result = invoke("train", toy_data_dir, "-o", model, "--nproc", "auto", "--resume")
+    assert result.exit_code == 2 and launched == [(2, ["--threads", "1"])], result.output
+    assert "--nproc auto cannot tell how many processes trained" in result.stderr
+
+
+def test_the_output_directory_is_checked_before_the_probe(toy_data_dir, tmp_path, monkeypatch):
+    runs = _probe_finds(monkeypatch, [1.0, 2.0])
+    model = tmp_path / "m"
+    result = invoke("train", toy_data_dir, "-o", model, "--nproc", "auto", "--resume")
+    assert result.exit_code == 2 and runs == [] and "nothing to resume" in result.stderr
+
+
+def test_auto_is_refused_inside_torchrun(toy_data_dir, tmp_path, monkeypatch):
+    runs = _probe_finds(monkeypatch, [1.0, 2.0])
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    result = invoke("train", toy_data_dir, "-o", tmp_path / "m", "--nproc", "auto")
+    assert result.exit_code == 2 and runs == [] and "inside torchrun" in result.stderr
+
+
+def test_a_layout_of_several_processes_that_fails_is_left_out(monkeypatch):
+    from nmt_cli.errors import NmtError
+
+    def run(config, data_dir, layout):
+        if layout.processes == 2:
+            raise NmtError(
+                "the layout probe (2 processes × 1 thread) lost a process (exit code -9)"
+            )
+        return 1000.0, ""
+
+    monkeypatch.setattr(probe, "_run_layout", run)
+    measured = probe.probe(Config(), None, cores=2)
+    assert [m.tokens_per_s for m in measured] == [1000.0, 0.0]
+    assert "lost a process" in measured[1].problem and probe.choose(measured) == Layout(1, 2)
+
+    def failing(config, data_dir, layout):
+        raise NmtError("the layout probe (1 process × 2 threads) failed: MemoryError")
+
+    monkeypatch.setattr(probe, "_run_layout", failing)
+    with pytest.raises(NmtError, match="1 process × 2 threads"):
+        probe.probe(Config(), None, cores=2)
+
+
+def test_torchrun_gets_the_command_without_nproc_and_with_the_chosen_flags(monkeypatch):
+    import subprocess
+    import sys
+
+    import typer
+
+    from nmt_cli.cli.train import _launch_torchrun
+
+    called = []
+    monkeypatch.setattr(subprocess, "call", lambda command, env: called.append(command) or 0)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.setattr(sys, "argv", ["nmt", "train", "d", "--nproc=auto", "-o", "m",
+                                      "--batch-tokens", "300"])  # fmt: skip
+    with pytest.raises(typer.Exit):
+        _launch_torchrun(2, ["--threads", "1", "--batch-tokens", "150"])
+    command = called[0]
+    assert "--nproc-per-node=2" in command and not any("auto" in str(a) for a in command)
+    tail = command[command.index("nmt_cli") + 1 :]
+    assert tail == [
+        "train",
+        "d",
+        "-o",
+        "m",
+        "--batch-tokens",
+        "300",
+        "--threads",
+        "1",
+        "--batch-tokens",
+        "150",
+    ]  # fmt: skip  (click takes the last of a flag)
 
 
 @pytest.mark.parametrize(

@@ -185,11 +185,10 @@ def align(
         pairs = _warn_when_cut(checked_pairs(read_pairs(pair_files), name), translator, name)
         output.run(align_pairs(translator, pairs, options, reverse, rates))
         return
-    whole = check_whole_input(input)  # a file: a bad line fails before anything is written
+    check_whole_input(input, check=_check_lines)  # a file: read through before any output
     stream, name = open_input(input)
     lines = UntilError(iter_lines(stream, name))
-    aligned = _stream_alignments(translator, reverse, options, lines, name, search, rates, whole)
-    output.run(aligned)
+    output.run(_stream_alignments(translator, reverse, options, lines, name, search, rates))
     lines.check()  # from a pipe, an unreadable line fails after every pair before it
 
 
@@ -344,31 +343,48 @@ def _checked_pair_files(src, tgt, tsv, input):
     return source, count
 
 
-def _stream_alignments(translator, reverse, options, lines, name, search, rates, whole=False):
-    """`src ||| tgt` lines are aligned as given; plain source lines are translated first.
-    With `whole` (a file, not a pipe) every `src ||| tgt` line is checked before the first
-    is aligned."""
+def _input_form(lines, name: str):
+    """("pairs" for `src ||| tgt` lines, "sources" for lines to translate, or "empty"; the lines
+    again from the first): the first line with text decides."""
     import itertools
 
-    from nmt_cli.aligner import align_pairs, align_translations, parse_fast_align
     from nmt_cli.errors import InputError
 
     iterator, leading = iter(lines), []
     first = next(iterator, None)
-    while first is not None and not first.strip():  # the first line with text decides the form
+    while first is not None and not first.strip():
         leading.append(first)
         first = next(iterator, None)
     if first is None:
-        return iter(())
-    rest = itertools.chain(leading, [first], iterator)
+        return "empty", iter(())
     if "\t" in first and "|||" not in first:  # pasted from a spreadsheet: not one sentence
         raise InputError(
             f"{name} line {len(leading) + 1} holds a tab and no ' ||| ': give source<TAB>target "
             "pairs with --tsv FILE, or `source ||| target` lines; to translate and align "
             "source sentences, replace their tabs with spaces"
         )
-    if "|||" in first:
-        pairs = parse_fast_align(rest, name)
-        pairs = _warn_when_cut(list(pairs) if whole else pairs, translator, name)
+    rest = itertools.chain(leading, [first], iterator)
+    return ("pairs" if "|||" in first else "sources"), rest
+
+
+def _check_lines(lines, name: str) -> None:
+    """Read an input file through as `nmt align` will: every `src ||| tgt` line is checked."""
+    import collections
+
+    from nmt_cli.aligner import parse_fast_align
+
+    form, rest = _input_form(lines, name)
+    collections.deque(parse_fast_align(rest, name) if form == "pairs" else rest, maxlen=0)
+
+
+def _stream_alignments(translator, reverse, options, lines, name, search, rates):
+    """`src ||| tgt` lines are aligned as given; plain source lines are translated first."""
+    from nmt_cli.aligner import align_pairs, align_translations, parse_fast_align
+
+    form, rest = _input_form(lines, name)
+    if form == "empty":
+        return iter(())
+    if form == "pairs":
+        pairs = _warn_when_cut(parse_fast_align(rest, name), translator, name)
         return align_pairs(translator, pairs, options, reverse, rates)
     return align_translations(translator, rest, search, options, reverse, rates)

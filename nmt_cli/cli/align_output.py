@@ -56,6 +56,7 @@ class AlignOutput:
         # Scored against gold, the links are written once the score is in: a gold file that
         # does not fit the pairs fails with nothing written.
         held: list[str] | None = [] if gold is not None else None
+        first = None  # the first pair's grid, for --png
         out = sys.stdout
         for index, pair in enumerate(pairs):
             if isinstance(gold, LinkListedGold) and index == len(gold):
@@ -78,20 +79,26 @@ class AlignOutput:
             if self.view != "none":
                 self._show(index, pair)
             if index == 0 and self.png:
-                from nmt_cli.render.plot import save_heatmap_png
-
-                grid = (pair.weights, pair.src_words, pair.tgt_words, pair.links)
-                if problem := save_heatmap_png(*grid, self.png):
-                    warn(problem)
+                first = (pair.weights, pair.src_words, pair.tgt_words, pair.links)
+                if held is None:
+                    self._save_png(first)
             if gold is not None:
                 self.predicted.append(pair.links)
                 self.lengths.append((_real(pair.src_words), _real(pair.tgt_words)))
         if gold is not None:
             score = self._score(gold)
+            if self.png and self.predicted:  # drawn, as the links are written, once scored
+                self._save_png(first)
             out.writelines(held)
             out.flush()
             self._report(score, len(self.predicted))
         out.flush()
+
+    def _save_png(self, grid) -> None:
+        from nmt_cli.render.plot import save_heatmap_png
+
+        if problem := save_heatmap_png(*grid, self.png):
+            warn(problem)
 
     def _record(self, pair) -> dict:
         from nmt_cli.alignment import format_pharaoh

@@ -124,7 +124,18 @@ def train(
         for table, kind in (("model", ModelConfig), ("train", TrainConfig))
     }
     if processes != 1:  # refused here once, not by every process with a torchrun trace
+        import os
+
+        from nmt_cli.training_run import check_model_dir
+
+        if os.environ.get("WORLD_SIZE"):
+            from nmt_cli.errors import ConfigError
+
+            raise ConfigError(
+                "--nproc is not for use inside torchrun: drop it, torchrun sets the ranks"
+            )
         _, config = checked_settings(data_dir, output, config_file, overrides, resume)
+        check_model_dir(output, resume, force)
         extra: list[str] = []
         if processes == 0:
             if threads is not None:
@@ -166,36 +177,37 @@ def _process_count(nproc: str) -> int:
 def _auto_layout(config, data_dir: Path, output: Path, resume: bool) -> tuple[int, list[str]]:
     """--nproc auto: the processes, and the flags each takes (--threads, and its share of
     --batch-tokens), from a probe on a CPU. A resumed run keeps the processes it was trained
-    with (its saved tokens per batch are already one process's share); a GPU run takes one
+    with (its saved tokens per batch are one process's share already); a GPU run takes one
     process per GPU (`--device cuda:N`: one)."""
     import torch
 
-    from nmt_cli import checkpoint, probe
+    from nmt_cli import probe
     from nmt_cli.cli.boundary import stderr_console
     from nmt_cli.device import available_cores, pick_device
 
     console = stderr_console()
     device = pick_device(config.train.device)
     cores = available_cores()
+    if resume:
+        world = _saved_processes(output)
+        threads = max(1, cores // world) if device.type == "cpu" else 1
+        console.print(f"--nproc auto: {world} process(es), as the run being resumed")
+        return world, ["--threads", str(threads)]
     if device.type == "cuda":
         gpus = torch.cuda.device_count() if device.index is None else 1
         console.print(f"--nproc auto: {gpus} process(es), one per GPU")
         return gpus, ["--threads", str(max(1, cores // gpus))]
-    if resume and (output / checkpoint.META_FILE).is_file():
-        world = int(checkpoint.read_json(output / checkpoint.META_FILE).get("world_size", 1))
-        layout = probe.Layout(world, max(1, cores // world))
-        console.print(f"--nproc auto: {layout}, as the run being resumed")
-        return layout.processes, ["--threads", str(layout.threads)]
     if cores < 2:
+        console.print("--nproc auto: 1 process × 1 thread (this process may use 1 core)")
         return 1, ["--threads", "1"]
 
     def shown(measured: probe.Measurement) -> None:
-        rate = (
-            f"{measured.tokens_per_s:,.0f} target tokens/s"
-            if measured.tokens_per_s
-            else "cannot split this data"
+        rate = f"{measured.tokens_per_s:,.0f} target tokens/s"
+        console.print(
+            f"layout probe: {measured.layout}: {measured.problem or rate}",
+            markup=False,
+            highlight=False,
         )
-        console.print(f"layout probe: {measured.layout}: {rate}")
 
     console.print(
         f"--nproc auto: timing {probe.TIMED_UPDATES} updates of each layout on {cores} cores"
@@ -210,6 +222,37 @@ def _auto_layout(config, data_dir: Path, output: Path, resume: bool) -> tuple[in
     return layout.processes, extra + (
         ["--batch-tokens", str(share)] if layout.processes > 1 else []
     )
+
+
+def _saved_processes(output: Path) -> int:
+    """How many processes trained the run in OUTPUT: the last progress report in its
+    train.jsonl (one every --log-every updates), else its meta.json (written at validation);
+    ConfigError if neither says."""
+    import json
+
+    from nmt_cli import checkpoint
+    from nmt_cli.errors import ConfigError
+
+    world = None
+    log = output / checkpoint.LOG_FILE
+    if log.is_file():
+        with open(log, encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                try:
+                    record = json.loads(line)
+                except ValueError:  # a line cut short by a crash
+                    continue
+                if isinstance(record, dict) and isinstance(record.get("world_size"), int):
+                    world = record["world_size"]
+    meta = output / checkpoint.META_FILE
+    if world is None and meta.is_file():
+        world = checkpoint.read_json(meta).get("world_size")
+    if not isinstance(world, int) or world < 1:
+        raise ConfigError(
+            f"--nproc auto cannot tell how many processes trained {output} (its "
+            f"{checkpoint.LOG_FILE} names none): give --nproc N, the number it was trained with"
+        )
+    return world
 
 
 def _check_processes(nproc: int, device: str) -> None:

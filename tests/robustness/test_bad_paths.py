@@ -266,7 +266,7 @@ def test_an_output_file_under_a_file_names_the_file(toy_model_dir, tmp_path):
     ref.write_text("RIVER APPLE\n", encoding="utf-8")
     result = invoke("eval", "-m", toy_model_dir, "--src", src, "--ref", ref,
                     "--save-hyp", blocker / "h.txt")  # fmt: skip
-    assert_refused(result, 2, f"{blocker} is a file, not a folder")
+    assert_refused(result, 2, f"{blocker} is a file, not a directory")
     assert blocker.read_text(encoding="utf-8") == "not a folder\n"
 
 
