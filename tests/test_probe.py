@@ -160,6 +160,9 @@ def test_auto_is_refused_inside_torchrun(toy_data_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     result = invoke("train", toy_data_dir, "-o", tmp_path / "m", "--nproc", "auto")
     assert result.exit_code == 2 and runs == [] and "inside torchrun" in result.stderr
+    launched = _no_torchrun(monkeypatch)
+    result = invoke("train", toy_data_dir, "-o", tmp_path / "m", "--nproc", "2")
+    assert result.exit_code == 2 and launched == [] and "inside torchrun" in result.stderr
 
 
 def test_a_layout_of_several_processes_that_fails_is_left_out(monkeypatch):

@@ -275,13 +275,7 @@ def _launch_torchrun(nproc: int, extra: list[str] | None = None) -> None:
     import subprocess
     import sys
 
-    from nmt_cli.errors import ConfigError
-
-    if os.environ.get("WORLD_SIZE"):
-        raise ConfigError(
-            "--nproc is not for use inside torchrun: drop it, torchrun sets the ranks"
-        )
-    args, skip = [], False
+    args, skip = [], False  # (inside torchrun, `train` has refused --nproc already)
     for arg in sys.argv[1:]:
         if skip:
             skip = False
