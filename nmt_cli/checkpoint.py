@@ -58,6 +58,11 @@ TGT_SPM = "tgt.model"
 SHORTLIST_FILE = "shortlist.npz"
 LINK_RATES_FILE = "link_rates.tsv"
 LOG_FILE = "train.jsonl"
+# The top-level names a training run writes into its directory
+RUN_FILES = frozenset(
+    (MODEL_FILE, LAST_FILE.split("/")[0], CONFIG_FILE, META_FILE, SRC_SPM, TGT_SPM,
+     SHORTLIST_FILE, LINK_RATES_FILE, LOG_FILE)
+)  # fmt: skip
 
 
 def save(path: Path, payload: dict[str, Any]) -> None:

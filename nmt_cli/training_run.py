@@ -51,6 +51,22 @@ def check_model_dir(output: Path, resume: bool, force: bool) -> None:
     has_model = (output / checkpoint.LAST_FILE).exists() or (
         output / checkpoint.MODEL_FILE
     ).exists()
+    if output.is_dir() and not has_model:
+        # another folder (a project, a home directory): a run would write its config.json,
+        # meta.json, ... among files it does not own, and --force would delete those names
+        foreign = sorted(
+            entry.name
+            for entry in output.iterdir()
+            if entry.name not in checkpoint.RUN_FILES and not entry.name.startswith(".")
+        )
+        if foreign:
+            shown = ", ".join(foreign[:3]) + (
+                f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+            )
+            raise ConfigError(
+                f"{output} holds other files and no model ({shown}): choose a new or empty "
+                "directory for -o"
+            )
     if resume and not (output / checkpoint.LAST_FILE).exists():
         raise ConfigError(
             f"nothing to resume in {output}: {checkpoint.LAST_FILE} is missing; drop --resume"

@@ -148,6 +148,28 @@ def test_auto_resumes_with_the_processes_of_the_run_it_resumes(
     assert "--nproc auto cannot tell how many processes trained" in result.stderr
 
 
+def test_a_resume_given_new_tokens_per_update_shares_them_out(
+    toy_data_dir, tmp_path, monkeypatch, two_cores
+):
+    """The saved config holds one process's share; tokens given again (--batch-tokens, or a
+    --config file, default included) are a whole update's, as for a new run, and are split."""
+    model = tmp_path / "m"
+    first = invoke("train", toy_data_dir, "-o", model, *SMALL, "--max-steps", "2", "--threads", "1")
+    assert first.exit_code == 0, first.output
+    with open(model / "train.jsonl", "a", encoding="utf-8") as log:  # as 2 processes report
+        log.write(json.dumps({"event": "train", "step": 3, "world_size": 2}) + "\n")
+    runs = _probe_finds(monkeypatch, [1.0, 2.0])
+    launched = _no_torchrun(monkeypatch)
+    args = ("train", toy_data_dir, "-o", model, "--nproc", "auto", "--resume")
+    result = invoke(*args, "--batch-tokens", "3000")
+    assert launched[-1] == (2, ["--threads", "1", "--batch-tokens", "1500"]), result.output
+    settings = tmp_path / "more.toml"
+    settings.write_text("[train]\nbatch_tokens = 800\nmax_steps = 9\n", encoding="utf-8")
+    result = invoke(*args, "--config", settings)
+    assert launched[-1] == (2, ["--threads", "1", "--batch-tokens", "400"]), result.output
+    assert runs == []
+
+
 def test_the_output_directory_is_checked_before_the_probe(toy_data_dir, tmp_path, monkeypatch):
     runs = _probe_finds(monkeypatch, [1.0, 2.0])
     model = tmp_path / "m"

@@ -144,7 +144,9 @@ def train(
                 raise ConfigError(
                     "--nproc auto chooses the threads itself: drop --threads, or give --nproc N"
                 )
-            processes, extra = _auto_layout(config, data_dir, output, resume)
+            # a --config file or --batch-tokens gives a whole update's tokens, as for a new run
+            whole = config_file is not None or overrides["train"].get("batch_tokens") is not None
+            processes, extra = _auto_layout(config, data_dir, output, resume, whole)
             overrides["train"]["threads"] = int(extra[extra.index("--threads") + 1])
         if processes > 1:
             _check_processes(processes, config.train.device)
@@ -174,11 +176,14 @@ def _process_count(nproc: str) -> int:
     return count
 
 
-def _auto_layout(config, data_dir: Path, output: Path, resume: bool) -> tuple[int, list[str]]:
+def _auto_layout(
+    config, data_dir: Path, output: Path, resume: bool, whole_update: bool = True
+) -> tuple[int, list[str]]:
     """--nproc auto: the processes, and the flags each takes (--threads, and its share of
     --batch-tokens), from a probe on a CPU. A resumed run keeps the processes it was trained
-    with (its saved tokens per batch are one process's share already); a GPU run takes one
-    process per GPU (`--device cuda:N`: one)."""
+    with; its saved tokens per batch are one process's share already, unless `whole_update`
+    (a --config file or --batch-tokens given again) says the tokens are a whole update's. A GPU
+    run takes one process per GPU (`--device cuda:N`: one)."""
     import torch
 
     from nmt_cli import probe
@@ -192,7 +197,10 @@ def _auto_layout(config, data_dir: Path, output: Path, resume: bool) -> tuple[in
         world = _saved_processes(output)
         threads = max(1, cores // world) if device.type == "cpu" else 1
         console.print(f"--nproc auto: {world} process(es), as the run being resumed")
-        return world, ["--threads", str(threads)]
+        extra = ["--threads", str(threads)]
+        if world > 1 and whole_update:
+            extra += ["--batch-tokens", str(probe.split_batch(config, world).train.batch_tokens)]
+        return world, extra
     if device.type == "cuda":
         gpus = torch.cuda.device_count() if device.index is None else 1
         console.print(f"--nproc auto: {gpus} process(es), one per GPU")

@@ -303,3 +303,18 @@ def test_a_named_pipe_as_input_is_read_as_it_comes(command, toy_model_dir, tmp_p
         input=text,
     )
     assert result.stdout == piped.stdout  # as from stdin
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_train_refuses_an_output_directory_of_other_files(toy_data_dir, tmp_path, force):
+    """`train -o` into a folder that holds no model but other files (a project, a home
+    directory) would write its config.json, meta.json, ... among them, and --force would
+    delete files of those names: refused, forced or not, with every file as it was."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "config.json").write_text('{"mine": true}\n', encoding="utf-8")
+    (project / "notes.txt").write_text("keep me\n", encoding="utf-8")
+    result = invoke("train", toy_data_dir, "-o", project, *(["--force"] if force else []))
+    assert_refused(result, 2, str(project), "notes.txt", "new or empty directory")
+    assert sorted(p.name for p in project.iterdir()) == ["config.json", "notes.txt"]
+    assert (project / "config.json").read_text(encoding="utf-8") == '{"mine": true}\n'
