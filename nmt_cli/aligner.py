@@ -176,6 +176,7 @@ class PairAlignment:
     weights: np.ndarray
     links: set[Link] = field(default_factory=set)
     translated: bool = False  # the target was produced by the model
+    one_way: bool = False  # a reverse model was given but saw other units: forward links alone
 
 
 def forced_weights(translator, source: str, target: str, kind: str = "attention", shift: int = 0):
@@ -303,10 +304,10 @@ def pair_links(
     prior = None if rates is None else rates.matrix(*pair.real_words())
     words, back = pair.words, pair.back
     links = word_links(words, options, prior)
+    same_units = back is None or back.real_shape() == words.real_shape()[::-1]
     if back is None:
         combined = words.src_words, words.tgt_words, words.weights, links
     else:
-        same_units = back.real_shape() == words.real_shape()[::-1]
         back_prior = prior.T if prior is not None and same_units else None
         back_links = word_links(back, options, back_prior)
         combined = combine_directions(words, links, back, back_links, options, prior)
@@ -318,8 +319,9 @@ def pair_links(
     )
     src_words, tgt_words = shown.src_words[: len(src_words)], shown.tgt_words[: len(tgt_words)]
     return PairAlignment(
-        pair.source, pair.target, src_words, tgt_words, weights, links, translated=pair.translated
-    )
+        pair.source, pair.target, src_words, tgt_words, weights, links, pair.translated,
+        one_way=not same_units,
+    )  # fmt: skip
 
 
 def link_pairs(

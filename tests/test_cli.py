@@ -560,6 +560,46 @@ def test_align_refuses_a_reverse_model_of_the_wrong_direction(toy_model_dir, tmp
     assert invoke(*args, input=text).exit_code == 0  # language codes compared by their base
 
 
+def test_align_says_when_the_reverse_model_saw_other_units(toy_model_dir, monkeypatch):
+    """A pair whose two directions count other units keeps the forward links; the command
+    says how many pairs that was, once, instead of symmetrising nothing in silence."""
+    from dataclasses import replace
+
+    from nmt_cli import aligner
+
+    text = "apple river ||| RIVER APPLE\nstone ||| STONE\n"
+    args = ["align", "-m", toy_model_dir, "--reverse-model", toy_model_dir, "--view", "none"]
+    both = invoke(*args, "--symmetrize", "intersection", input=text)
+    assert both.exit_code == 0 and "alone" not in both.stderr, both.output
+    forward = invoke("align", "-m", toy_model_dir, "--view", "none", input=text)
+    real = aligner._forced_words
+
+    def fewer(translator, source, target, options):  # the reverse model reads the upper case
+        words = real(translator, source, target, options)
+        if source.isupper() and len(source.split()) > 1:
+            words = replace(words, weights=words.weights[:, 1:], src_words=words.src_words[1:])
+        return words
+
+    monkeypatch.setattr(aligner, "_forced_words", fewer)
+    result = invoke(*args, "--symmetrize", "intersection", input=text)
+    assert result.exit_code == 0, result.output
+    first, second = result.stdout.splitlines()
+    assert first == forward.stdout.splitlines()[0]  # the forward links, as they were
+    assert second == both.stdout.splitlines()[1]  # the other pair still symmetrised
+    assert "1 of 2 pairs have the links of -m alone" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_align_refuses_gold_links_for_sentences_it_translates(toy_model_dir, tmp_path):
+    gold = tmp_path / "gold.align"
+    gold.write_text("0-0 1-1\n", encoding="utf-8")
+    result = invoke("align", "-m", toy_model_dir, "--gold", gold, input="apple river\n")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "--gold scores the links of given sentence pairs, but <stdin> holds source" in (
+        result.stderr
+    )
+
+
 def test_a_data_directory_given_as_the_model_is_named_as_one(toy_data_dir):
     result = invoke("translate", "-m", toy_data_dir, input="sun\n")
     assert result.exit_code == 3 and result.stdout == ""

@@ -30,10 +30,11 @@ def align(
     reverse_model: Path | None = option(
         None, "Target → source model: symmetrise both directions.", "--reverse-model"
     ),
-    symmetrize: str = _extract(
-        "grow-diag-final-and",
-        "intersection, union, grow-diag, grow-diag-final, grow-diag-final-and, or mean "
-        "(average both directions' weights, then --method).",
+    symmetrize: str | None = _extract(
+        None,
+        "With --reverse-model: intersection, union, grow-diag, grow-diag-final, "
+        "grow-diag-final-and (default), or mean (average both directions' weights, then "
+        "--method).",
     ),
     unit: str = _extract(
         "auto",
@@ -122,13 +123,23 @@ def align(
 
     if view not in ("auto", "heatmap", "links", "none"):
         raise ConfigError(f"--view must be heatmap, links, none or auto, got {view!r}")
+    if symmetrize is not None and reverse_model is None:
+        raise ConfigError(
+            "--symmetrize combines two directions: give --reverse-model (the target → source "
+            "model), or drop --symmetrize"
+        )
+    if threshold is not None and method not in (None, "threshold"):
+        raise ConfigError(
+            f"--threshold is the cut of --method threshold, not of --method {method}: drop "
+            "--threshold, or use --method threshold"
+        )
     options = AlignOptions(
         unit=unit,
         method=method or "argmax",
         threshold=0.5 if threshold is None else threshold,
         shift=shift,
         include_eos=include_eos,
-        symmetrize=symmetrize,
+        symmetrize=symmetrize or "grow-diag-final-and",
         weights=weights,
         grow_threshold=grow_threshold or 0.0,
         corpus_prior=corpus_prior,
@@ -188,7 +199,8 @@ def align(
     check_whole_input(input, check=_check_lines)  # a file: read through before any output
     stream, name = open_input(input)
     lines = UntilError(iter_lines(stream, name))
-    output.run(_stream_alignments(translator, reverse, options, lines, name, search, rates))
+    alignments = _stream_alignments(translator, reverse, options, lines, name, search, rates, gold)
+    output.run(alignments)
     lines.check()  # from a pipe, an unreadable line fails after every pair before it
 
 
@@ -377,13 +389,19 @@ def _check_lines(lines, name: str) -> None:
     collections.deque(parse_fast_align(rest, name) if form == "pairs" else rest, maxlen=0)
 
 
-def _stream_alignments(translator, reverse, options, lines, name, search, rates):
+def _stream_alignments(translator, reverse, options, lines, name, search, rates, gold=None):
     """`src ||| tgt` lines are aligned as given; plain source lines are translated first."""
     from nmt_cli.aligner import align_pairs, align_translations, parse_fast_align
+    from nmt_cli.errors import ConfigError
 
     form, rest = _input_form(lines, name)
     if form == "empty":
         return iter(())
+    if form == "sources" and gold is not None:  # the gold links are of other target sentences
+        raise ConfigError(
+            f"--gold scores the links of given sentence pairs, but {name} holds source "
+            "sentences to translate: give `source ||| target` lines, --src/--tgt or --tsv"
+        )
     if form == "pairs":
         pairs = _warn_when_cut(parse_fast_align(rest, name), translator, name)
         return align_pairs(translator, pairs, options, reverse, rates)

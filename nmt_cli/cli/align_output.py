@@ -58,7 +58,9 @@ class AlignOutput:
         held: list[str] | None = [] if gold is not None else None
         first = None  # the first pair's grid, for --png
         out = sys.stdout
+        one_way = total = 0
         for index, pair in enumerate(pairs):
+            total, one_way = index + 1, one_way + pair.one_way
             if isinstance(gold, LinkListedGold) and index == len(gold):
                 gold = gold.padded(index + 1)  # a pair after the last with a gold link
             if gold is not None and index == len(gold):  # no need to align the rest first
@@ -93,6 +95,11 @@ class AlignOutput:
             out.flush()
             self._report(score, len(self.predicted))
         out.flush()
+        if one_way:
+            warn(
+                f"{one_way:,} of {total:,} pairs have the links of -m alone: --reverse-model "
+                "split their words otherwise; check that it is the target→source model of -m"
+            )
 
     def _save_png(self, grid) -> None:
         from nmt_cli.render.plot import save_heatmap_png

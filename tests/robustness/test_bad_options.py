@@ -87,6 +87,9 @@ ALIGN = [
     (["--shift", "3"], "--shift"),
     (["--view", "3d"], "--view"),
     (["--symmetrize", "both"], "--symmetrize"),
+    (["--symmetrize", "union"], "--reverse-model"),  # was ignored without a reverse model
+    (["--method", "argmax", "--threshold", "0.3"], "--method threshold"),  # was ignored
+    (["--method", "mutual", "--threshold", "0.3"], "--method threshold"),
     (["--beam", "0"], "--beam"),  # was accepted, and ignored, with --src/--tgt
     (["--device", "bogus"], "--device"),  # was a torch traceback
     (["--png", "PNG_IN_MISSING_FOLDER"], "does not exist"),  # was a traceback after output
