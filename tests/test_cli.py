@@ -871,6 +871,22 @@ def test_translate_says_which_translations_reached_the_length_limit(toy_model_di
     assert "cut" not in records[0]  # the JSON object keeps its keys
 
 
+def test_translate_names_the_first_lines_at_a_limit_and_counts_the_rest(toy_model_dir):
+    text = "apple river stone green\n" * 9
+    capped = invoke("translate", "-m", toy_model_dir, "--max-len", "1", "--json", input=text)
+    assert capped.exit_code == 0, capped.stderr
+    cut = sum(len(json.loads(line)["pieces"]) == 1 for line in capped.stdout.splitlines())
+    assert cut == 9  # every line has more than one piece to say
+    warnings = capped.stderr.strip().splitlines()
+    named = [w for w in warnings if "the translation reached its length limit" in w]
+    assert [w.split(":")[1].strip() for w in named] == [f"line {n}" for n in range(1, 6)]
+    assert warnings[-1] == (
+        "warning: 4 more lines reached their length limit: raise --max-len (or "
+        "--max-len-ratio) if they are cut short (the first 5 above)"
+    )
+    assert len(warnings) == 6
+
+
 @pytest.mark.parametrize("bad", [["--lr", "-1"], ["--valid-every", "0"]])
 def test_a_bad_setting_with_nproc_is_refused_once_before_torchrun_starts(
     toy_data_dir, tmp_path, bad, monkeypatch

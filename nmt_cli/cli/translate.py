@@ -133,13 +133,15 @@ def translate(
         replace_unk=replace_unk,
         with_attention=with_attention or replace_unk,
     )
-    write = _writer(translator, json_output, align, nbest)
+    warnings = _LineWarnings()
+    write = _writer(translator, json_output, align, nbest, warnings)
     out = sys.stdout
     for number, translation in enumerate(results, start=1):
         out.write(write(number, translation))
         if number % chunk == 0:
             out.flush()
     out.flush()
+    warnings.finish()
     with _offering_replace():
         lines.check()  # an unreadable line fails only after every line before it is written
 
@@ -156,7 +158,33 @@ def _offering_replace():
         raise InputError(f"{exc}, or pass --on-invalid replace") from None
 
 
-def _writer(translator, json_output: bool, align: bool, nbest: int):
+class _LineWarnings:
+    """Warnings about single lines: the first `SHOWN` of each kind named one by one, then one
+    count at the end, so that a file whose every line hits a limit does not flood stderr."""
+
+    SHOWN = 5
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.summaries: dict[str, str] = {}
+
+    def line(self, message: str, summary: str) -> None:
+        """Warn `message`, or count it under `summary` once `SHOWN` such lines were named."""
+        count = self.counts[summary] = self.counts.get(summary, 0) + 1
+        if count <= self.SHOWN:
+            from nmt_cli.cli.boundary import warn
+
+            warn(message)
+
+    def finish(self) -> None:
+        from nmt_cli.cli.boundary import warn
+
+        for summary, count in self.counts.items():
+            if count > self.SHOWN:
+                warn(f"{count - self.SHOWN:,} more lines {summary} (the first {self.SHOWN} above)")
+
+
+def _writer(translator, json_output: bool, align: bool, nbest: int, warnings: _LineWarnings):
     from nmt_cli.cli.boundary import warn
     from nmt_cli.render.translation import as_json, as_nbest, as_text
 
@@ -171,13 +199,17 @@ def _writer(translator, json_output: bool, align: bool, nbest: int):
 
     def write(number: int, translation) -> str:
         if translation.truncated:
-            warn(
-                f"line {number} is longer than the model's {limit} pieces: translated its first {limit}"
+            warnings.line(
+                f"line {number} is longer than the model's {limit} pieces: translated its first "
+                f"{limit}",
+                f"were longer than the model's {limit} pieces: their first {limit} translated",
             )
         if translation.cut:
-            warn(
+            warnings.line(
                 f"line {number}: the translation reached its length limit ({len(translation.pieces)} "
-                "pieces) and ends there: raise --max-len (or --max-len-ratio) if it is cut short"
+                "pieces) and ends there: raise --max-len (or --max-len-ratio) if it is cut short",
+                "reached their length limit: raise --max-len (or --max-len-ratio) if they are "
+                "cut short",
             )
         if json_output:
             return as_json(translation, aligner.links(translation)) + "\n"
