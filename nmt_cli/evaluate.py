@@ -243,9 +243,22 @@ def bleu_tokenize(refs: Sequence[Sequence[str]]) -> str:
     return "char" if 10 * kana > spaced + adjacent + len(lines) else "zh"
 
 
+# sacreBLEU's three lines of advice on tokenised hypotheses, said as one line of ours
+_TOKENIZED_ADVICE = (
+    "That's 100 lines that end in a tokenized period ('.')",
+    "It looks like you forgot to detokenize your test data",
+    "If you insist your data is detokenized",
+)
+TOKENIZED_WARNING = (
+    "warning: 100 or more hypotheses end in ' .', as tokenised text does: BLEU is meant for "
+    "detokenised text; detokenise hypotheses and references for scores comparable with others'"
+)
+
+
 class _OncePerProcess(logging.Filter):
-    """Lets each distinct message through once: sacreBLEU's advice on tokenised text ("That's
-    100 lines that end in a tokenized period") came again at every validation and chunk."""
+    """Lets each distinct message through once: sacreBLEU's advice on tokenised text came again
+    at every validation and chunk. That advice (three lines, the last about a parameter nmt does
+    not offer) becomes one line, `TOKENIZED_WARNING`."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -253,6 +266,10 @@ class _OncePerProcess(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
+        if message.startswith(_TOKENIZED_ADVICE[1:]):
+            return False
+        if message.startswith(_TOKENIZED_ADVICE[0]):
+            record.msg, record.args, message = TOKENIZED_WARNING, None, TOKENIZED_WARNING
         if message in self.seen:
             return False
         self.seen.add(message)
