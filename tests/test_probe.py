@@ -170,6 +170,23 @@ def test_a_resume_given_new_tokens_per_update_shares_them_out(
     assert runs == []
 
 
+def test_a_resume_with_another_number_of_processes_says_so(toy_data_dir, tmp_path, monkeypatch):
+    """Each process takes --batch-tokens: resuming a 2-process run with 1 halves its updates."""
+    model = tmp_path / "m"
+    first = invoke("train", toy_data_dir, "-o", model, *SMALL, "--max-steps", "2", "--threads", "1")
+    assert first.exit_code == 0, first.output
+    same = invoke("train", toy_data_dir, "-o", model, "--resume", "--max-steps", "3")
+    assert same.exit_code == 0 and "process" not in same.stderr, same.output
+    with open(model / "train.jsonl", "a", encoding="utf-8") as log:  # as 2 processes report
+        log.write(json.dumps({"event": "train", "step": 3, "world_size": 2}) + "\n")
+    other = invoke("train", toy_data_dir, "-o", model, "--resume", "--max-steps", "4")
+    assert other.exit_code == 0, other.output
+    assert (
+        f"warning: {model} was trained by 2 process(es) and resumes with 1: each takes "
+        "--batch-tokens, so an update holds 1/2 of the tokens it did; give --nproc 2"
+    ) in other.stderr.replace("\n", " ")
+
+
 def test_the_output_directory_is_checked_before_the_probe(toy_data_dir, tmp_path, monkeypatch):
     runs = _probe_finds(monkeypatch, [1.0, 2.0])
     model = tmp_path / "m"

@@ -114,6 +114,8 @@ def train(
     A flag given overrides the --config file, which overrides the defaults shown."""
     given = dict(locals())  # every flag, None where not given: then the config file decides
     processes = _process_count(nproc)  # 0: auto
+    import os
+
     from nmt_cli.cli.boundary import stderr_console
     from nmt_cli.config import parse_duration
     from nmt_cli.training_run import checked_settings, run_training
@@ -123,9 +125,9 @@ def train(
         table: {f.name: given[f.name] for f in fields(kind) if f.name in given}
         for table, kind in (("model", ModelConfig), ("train", TrainConfig))
     }
+    if resume and processes and not os.environ.get("WORLD_SIZE"):
+        _warn_when_other_processes(output, processes)
     if processes != 1:  # refused here once, not by every process with a torchrun trace
-        import os
-
         from nmt_cli.training_run import check_model_dir
 
         if os.environ.get("WORLD_SIZE"):
@@ -232,10 +234,28 @@ def _auto_layout(
     )
 
 
-def _saved_processes(output: Path) -> int:
+def _warn_when_other_processes(output: Path, processes: int) -> None:
+    """A resumed run given another number of processes than it was trained with changes its
+    tokens per update (each process takes --batch-tokens): said, not refused."""
+    from nmt_cli.cli.boundary import warn
+    from nmt_cli.errors import NmtError
+
+    try:
+        saved = _saved_processes(output, required=False)
+    except NmtError:  # a damaged meta.json: the resume itself says what is wrong
+        return
+    if saved is not None and saved != processes:
+        warn(
+            f"{output} was trained by {saved} process(es) and resumes with {processes}: each "
+            f"takes --batch-tokens, so an update holds {processes}/{saved} of the tokens it "
+            f"did; give --nproc {saved} to keep them"
+        )
+
+
+def _saved_processes(output: Path, required: bool = True) -> int | None:
     """How many processes trained the run in OUTPUT: the last progress report in its
     train.jsonl (one every --log-every updates), else its meta.json (written at validation);
-    ConfigError if neither says."""
+    if neither says, ConfigError (None when not `required`)."""
     import json
 
     from nmt_cli import checkpoint
@@ -256,6 +276,8 @@ def _saved_processes(output: Path) -> int:
     if world is None and meta.is_file():
         world = checkpoint.read_json(meta).get("world_size")
     if not isinstance(world, int) or world < 1:
+        if not required:
+            return None
         raise ConfigError(
             f"--nproc auto cannot tell how many processes trained {output} (its "
             f"{checkpoint.LOG_FILE} names none): give --nproc N, the number it was trained with"
