@@ -51,6 +51,7 @@ TRAIN = [
     (["--max-time", "-5m"], "--max-time"),
     (["--max-time", "nan"], "--max-time"),
     (["--max-time", "10x"], "--max-time"),
+    (["--alignments", "links.align"], "--guided-alignment"),  # was ignored, missing or not
 ]
 
 PREPARE = [
