@@ -165,11 +165,6 @@ def checked_settings(
     _ = data.dev_references  # a damaged dev reference fails now (read once, kept for BLEU)
     device = pick_device(config.train.device)  # an absent GPU is refused here
     t = config.train
-    if t.alignments and not t.guided_alignment and not resume:  # it would go unread
-        raise ConfigError(
-            "--alignments gives the word links for guided alignment, which is off: add "
-            "--guided-alignment WEIGHT (e.g. 0.5), or drop --alignments"
-        )
     if t.guided_alignment and t.alignments and not Path(t.alignments).is_file():
         raise ConfigError(
             f"--alignments {t.alignments} is not a file; give the Pharaoh links of the training "

@@ -51,7 +51,6 @@ TRAIN = [
     (["--max-time", "-5m"], "--max-time"),
     (["--max-time", "nan"], "--max-time"),
     (["--max-time", "10x"], "--max-time"),
-    (["--alignments", "links.align"], "--guided-alignment"),  # was ignored, missing or not
 ]
 
 PREPARE = [
