@@ -1,4 +1,4 @@
-"""`python -m nmt_cli` runs the command-line tool (also what torchrun launches)."""
+"""`python -m nmt_cli` runs the command-line tool (also what each process of `--nproc N` or torchrun runs)."""
 
 from nmt_cli.cli.app import main
 

@@ -1,6 +1,7 @@
-"""Multi-process training with PyTorch's own engine: torchrun + DistributedDataParallel.
+"""Multi-process training with PyTorch's own engine: DistributedDataParallel.
 
-torchrun sets RANK, WORLD_SIZE and LOCAL_RANK; we join the process group (NCCL on GPUs, Gloo
+torchrun (or `nmt train --nproc N`, which starts its processes the same way) sets RANK,
+WORLD_SIZE and LOCAL_RANK; we join the process group (NCCL on GPUs, Gloo
 on CPUs), give each rank its own shard of every epoch's batches, and let rank 0 alone
 validate, log and write checkpoints while the others wait at a barrier.
 """
@@ -33,7 +34,7 @@ class Ranks:
 
 
 def from_environment(use_cuda: bool) -> Ranks:
-    """Join the process group torchrun describes in the environment; one process otherwise."""
+    """Join the process group the environment describes (torchrun's variables); one process otherwise."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return Ranks()

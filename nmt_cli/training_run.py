@@ -143,7 +143,7 @@ def checked_settings(
     resume: bool = False,
 ):
     """The data directory and the configuration of a training run, every setting checked
-    against them; nothing is written. (`nmt train --nproc N` calls it before torchrun starts
+    against them; nothing is written. (`nmt train --nproc N` calls it before it starts
     the processes, so that a bad setting ends in one line, not in one per process.)"""
     from nmt_cli.data.datadir import load_data_dir
     from nmt_cli.data.tokenizer import Tokenizer

@@ -894,7 +894,7 @@ def test_a_bad_setting_with_nproc_is_refused_once_before_torchrun_starts(
     import nmt_cli.cli.train
 
     launched = []
-    monkeypatch.setattr(nmt_cli.cli.train, "_launch_torchrun", launched.append)
+    monkeypatch.setattr(nmt_cli.cli.train, "_launch_ranks", launched.append)
     result = invoke("train", toy_data_dir, "-o", tmp_path / "m", "--nproc", "2", *bad)
     assert result.exit_code == 2 and launched == []
     assert len(result.stderr.strip().splitlines()) == 1 and bad[0] in result.stderr
@@ -946,7 +946,7 @@ def test_nproc_refuses_what_every_process_would_refuse_before_torchrun(
         pytest.skip("CUDA is present here")
     monkeypatch.setattr(nmt_cli.device, "available_cores", lambda: 2)
     launched = []
-    monkeypatch.setattr(nmt_cli.cli.train, "_launch_torchrun", launched.append)
+    monkeypatch.setattr(nmt_cli.cli.train, "_launch_ranks", launched.append)
     nproc = [] if "--nproc" in extra else ["--nproc", "2"]
     result = invoke("train", toy_data_dir, "-o", tmp_path / "m", *nproc, *extra)
     assert result.exit_code == 2 and launched == [], result.output

@@ -124,6 +124,41 @@ def test_torchrun_training_learns_and_rank0_checkpoint_translates(toy_data_dir, 
     assert out.exit_code == 0 and out.stdout.count("\n") == 1
 
 
+def test_nproc_2_stops_on_ctrl_c_in_one_line_and_resumes(toy_data_dir, tmp_path):
+    """Ctrl-C (SIGINT to the command) reaches both ranks once: they save and stop together,
+    one error line says so (no launcher noise, no traceback), exit 130; --resume goes on."""
+    import signal
+    import time
+
+    model = tmp_path / "m"
+    args = [sys.executable, "-m", "nmt_cli", "train", str(toy_data_dir), "-o", str(model),
+            "--nproc", "2", "--threads", "1", "--emb-size", "16", "--hidden-size", "16",
+            "--batch-tokens", "100", "--log-every", "1", "--valid-every", "1000000"]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = subprocess.Popen(
+        [*args, "--max-steps", "100000"], env=env, stderr=subprocess.PIPE, text=True
+    )
+    log, deadline = model / "train.jsonl", time.monotonic() + 120
+    while not (log.is_file() and '"event": "train"' in log.read_text()):
+        assert command.poll() is None and time.monotonic() < deadline, command.stderr.read()
+        time.sleep(0.2)
+    command.send_signal(signal.SIGINT)
+    _, stderr = command.communicate(timeout=120)
+    assert command.returncode == 130, stderr
+    lines = [line for line in stderr.splitlines() if not line.startswith(("step ", "config:"))]
+    stopped = [line for line in lines if line.startswith("error: training stopped at step")]
+    assert len(stopped) == 1 and "Traceback" not in stderr, stderr
+    assert not [line for line in lines if "torch" in line or "error: interrupted" in line], stderr
+    step = int(stopped[0].split("step ")[1].split(";")[0])
+    resumed = subprocess.run(
+        [*args, "--max-steps", str(step + 2), "--resume"], env=env, capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    assert max(e["step"] for e in events if e["event"] == "train") == step + 2
+
+
 def test_more_processes_than_batches_stop_with_the_reason():
     """Every rank gets the same number of batches (len // world): with more processes than
     batches each would get none and the run would train nothing and report success."""

@@ -85,7 +85,7 @@ SMALL = ["--emb-size", "8", "--hidden-size", "8", "--batch-tokens", "300"]
 
 
 def _no_torchrun(monkeypatch) -> list:
-    """`_launch_torchrun` replaced by one that records its arguments and exits as it does."""
+    """`_launch_ranks` replaced by one that records its arguments and exits as it does."""
     import typer
 
     import nmt_cli.cli.train
@@ -96,11 +96,11 @@ def _no_torchrun(monkeypatch) -> list:
         launched.append(args)
         raise typer.Exit(0)
 
-    monkeypatch.setattr(nmt_cli.cli.train, "_launch_torchrun", launch)
+    monkeypatch.setattr(nmt_cli.cli.train, "_launch_ranks", launch)
     return launched
 
 
-def test_auto_launches_torchrun_with_threads_and_a_share_of_the_batch(
+def test_auto_launches_the_ranks_with_threads_and_a_share_of_the_batch(
     toy_data_dir, tmp_path, monkeypatch, two_cores
 ):
     runs = _probe_finds(monkeypatch, [3000.0, 3600.0])
@@ -227,36 +227,49 @@ def test_a_layout_of_several_processes_that_fails_is_left_out(monkeypatch):
         probe.probe(Config(), None, cores=2)
 
 
-def test_torchrun_gets_the_command_without_nproc_and_with_the_chosen_flags(monkeypatch):
+def test_the_ranks_get_the_command_without_nproc_and_with_the_chosen_flags(monkeypatch):
     import subprocess
     import sys
 
     import typer
 
-    from nmt_cli.cli.train import _launch_torchrun
+    from nmt_cli.cli.train import _launch_ranks
 
-    called = []
-    monkeypatch.setattr(subprocess, "call", lambda command, env: called.append(command) or 0)
+    started = []
+
+    class Rank:  # a rank that has ended well
+        returncode = 0
+
+        def __init__(self, command, env, start_new_session):
+            started.append((command, env, start_new_session))
+
+        def poll(self):
+            return 0
+
+    monkeypatch.setattr(subprocess, "Popen", Rank)
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     monkeypatch.setattr(sys, "argv", ["nmt", "train", "d", "--nproc=auto", "-o", "m",
                                       "--batch-tokens", "300"])  # fmt: skip
-    with pytest.raises(typer.Exit):
-        _launch_torchrun(2, ["--threads", "1", "--batch-tokens", "150"])
-    command = called[0]
-    assert "--nproc-per-node=2" in command and not any("auto" in str(a) for a in command)
-    tail = command[command.index("nmt_cli") + 1 :]
-    assert tail == [
-        "train",
-        "d",
-        "-o",
-        "m",
-        "--batch-tokens",
-        "300",
-        "--threads",
-        "1",
-        "--batch-tokens",
-        "150",
-    ]  # fmt: skip  (click takes the last of a flag)
+    with pytest.raises(typer.Exit) as ended:
+        _launch_ranks(2, ["--threads", "1", "--batch-tokens", "150"])
+    assert ended.value.exit_code == 0 and len(started) == 2
+    for rank, (command, env, own_group) in enumerate(started):
+        assert (env["RANK"], env["LOCAL_RANK"], env["WORLD_SIZE"]) == (str(rank), str(rank), "2")
+        assert env["MASTER_PORT"] == started[0][1]["MASTER_PORT"] and own_group
+        assert not any("auto" in str(a) for a in command)
+        tail = command[command.index("nmt_cli") + 1 :]
+        assert tail == [
+            "train",
+            "d",
+            "-o",
+            "m",
+            "--batch-tokens",
+            "300",
+            "--threads",
+            "1",
+            "--batch-tokens",
+            "150",
+        ]  # fmt: skip  (click takes the last of a flag)
 
 
 @pytest.mark.parametrize(

@@ -69,12 +69,14 @@ def command_boundary(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from nmt_cli.errors import NmtError
+        from nmt_cli.errors import Interrupted, NmtError
 
         try:
             return func(*args, **kwargs)
         except NmtError as exc:
-            error_line(str(exc))
+            # every rank of a training stops alike; the main one (RANK 0) says so for all
+            if not (isinstance(exc, Interrupted) and os.environ.get("RANK", "0") != "0"):
+                error_line(str(exc))
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
             error_line("interrupted")

@@ -48,7 +48,7 @@ def train(
     force: bool = option(False, "Start afresh even if OUTPUT holds a model.", "--force"),
     nproc: str = option(
         "1",
-        "Train with N processes (torchrun + DDP) on this machine; auto: on a CPU, the layout of "
+        "Train with N processes (DDP, started as torchrun would) on this machine; auto: on a CPU, the layout of "
         "processes and threads a short probe finds fastest, at the same tokens per update.",
         "--nproc",
     ),
@@ -152,7 +152,7 @@ def train(
             overrides["train"]["threads"] = int(extra[extra.index("--threads") + 1])
         if processes > 1:
             _check_processes(processes, config.train.device)
-            _launch_torchrun(processes, extra)
+            _launch_ranks(processes, extra)
     from nmt_cli.render.progress import TrainDisplay
 
     with TrainDisplay(stderr_console()) as display:
@@ -298,14 +298,25 @@ def _check_processes(nproc: int, device: str) -> None:
         )
 
 
-def _launch_torchrun(nproc: int, extra: list[str] | None = None) -> None:
-    """Re-run this command under torchrun with N processes (the same as calling torchrun
-    yourself), `extra` flags added after the user's (the last of a repeated flag counts)."""
+def _launch_ranks(nproc: int, extra: list[str] | None = None) -> None:
+    """Re-run this command in N processes on this machine, one per rank, with the environment
+    `torchrun --standalone` gives its workers (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR,
+    MASTER_PORT), `extra` flags added after the user's (the last of a repeated flag counts).
+
+    The ranks start in a process group of their own: Ctrl-C and SIGTERM reach this process,
+    which passes each on once to every rank, so they save and stop together and rank 0 alone
+    says so, and a second Ctrl-C stops them at once, as in one process. When a rank fails,
+    the others are stopped. The exit code is the first failing rank's (130: interrupted)."""
     import os
+    import signal
+    import socket
     import subprocess
     import sys
+    import time
 
-    args, skip = [], False  # (inside torchrun, `train` has refused --nproc already)
+    from nmt_cli.errors import Interrupted
+
+    args, skip = [], False  # (inside the ranks, `train` has refused --nproc already)
     for arg in sys.argv[1:]:
         if skip:
             skip = False
@@ -313,17 +324,53 @@ def _launch_torchrun(nproc: int, extra: list[str] | None = None) -> None:
             skip = True
         elif not arg.startswith("--nproc="):
             args.append(arg)
-    env = dict(os.environ)
-    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc-per-node={nproc}",
-        "-m",
-        "nmt_cli",
-        *args,
-        *(extra or []),
-    ]
-    raise typer.Exit(subprocess.call(command, env=env))
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    base = dict(os.environ)
+    base.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+    base.update(WORLD_SIZE=str(nproc), LOCAL_WORLD_SIZE=str(nproc), MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=str(port))  # fmt: skip
+    command = [sys.executable, "-m", "nmt_cli", *args, *(extra or [])]
+    ranks: list[subprocess.Popen] = []
+
+    def pass_on(signum: int, _frame) -> None:
+        for rank in ranks:
+            if rank.poll() is None:
+                rank.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, pass_on) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for rank in range(nproc):
+            env = {**base, "RANK": str(rank), "LOCAL_RANK": str(rank)}
+            ranks.append(subprocess.Popen(command, env=env, start_new_session=True))
+        failed, deadline = 0, None
+        while any(rank.poll() is None for rank in ranks):
+            codes = [rank.returncode for rank in ranks if rank.returncode]
+            if codes and not failed:
+                failed, deadline = codes[0], time.monotonic() + 60
+                if failed != Interrupted.exit_code:  # the others would wait for it for ever
+                    pass_on(signal.SIGTERM, None)
+            if deadline is not None and time.monotonic() > deadline:
+                for rank in ranks:
+                    rank.kill()
+            time.sleep(0.1)
+    finally:
+        for rank in ranks:  # this process itself failed: leave no rank behind
+            if rank.poll() is None:
+                rank.kill()
+                rank.wait()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    codes = [rank.returncode for rank in ranks if rank.returncode]
+    code = failed or (codes[0] if codes else 0)
+    killed = [(index, -rank.returncode) for index, rank in enumerate(ranks) if rank.returncode < 0]
+    if killed and failed < 0:  # one died first, of a signal not ours (out of memory, kill -9)
+        from nmt_cli.cli.boundary import error_line
+
+        index, number = killed[0]
+        error_line(
+            f"training process of rank {index} was killed ({signal.Signals(number).name}) and "
+            "the others stopped: continue from the last checkpoint with --resume"
+        )
+    raise typer.Exit(128 - code if code < 0 else code)  # killed by signal N: 128 + N
