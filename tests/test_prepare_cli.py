@@ -239,6 +239,25 @@ def test_one_file_as_both_source_and_target_is_warned_about(tmp_path):
     assert f"the train source and target are the same file ({src})" in message
 
 
+def test_given_dev_and_test_pairs_that_training_holds_are_counted(tmp_path):
+    pairs = list(dict.fromkeys(_pairs(400)))  # distinct pairs
+    src, tgt = _write_pair(tmp_path, "train", pairs[:300])
+    dev_src, dev_tgt = _write_pair(tmp_path, "dev", pairs[:10] + pairs[300:340])  # 10 seen
+    test_src, test_tgt = _write_pair(tmp_path, "test", pairs[300:303] + pairs[340:380])
+    args = ("--src", src, "--tgt", tgt, "--vocab-size", 50, "--dev-src", dev_src,
+            "--dev-tgt", dev_tgt)  # fmt: skip
+    result = _prepare(*args, "--test-src", test_src, "--test-tgt", test_tgt, "-o", tmp_path / "d")
+    assert result.exit_code == 0, result.output
+    message = " ".join(result.stderr.split())
+    assert "10 of the 50 dev pairs are also training pairs" in message
+    assert "test pairs are also training pairs" not in message
+    assert "3 of the 43 test pairs are also dev pairs" in message
+    dev_src.write_text("".join(p[0] + "\n" for p in pairs[300:340]), encoding="utf-8")
+    dev_tgt.write_text("".join(p[1] + "\n" for p in pairs[300:340]), encoding="utf-8")
+    clean = _prepare(*args, "-o", tmp_path / "clean")
+    assert clean.exit_code == 0 and "also" not in clean.stderr, clean.output
+
+
 def test_language_codes_the_text_contradicts_are_warned_about(tmp_path):
     pairs = [(src, "我们 " + "的朋友" * (1 + len(tgt) % 3)) for src, tgt in _pairs(200)]
     src, tgt = _write_pair(tmp_path, "train", pairs)  # German-like source, Chinese target

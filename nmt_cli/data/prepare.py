@@ -161,6 +161,7 @@ def prepare(options: PrepareOptions, progress: OnEvent = ignore) -> PrepareRepor
             joint=options.joint,
             warnings=(
                 _same_file_warnings(options)
+                + _overlap_warnings(options, stage)
                 + _language_warnings(options, stage)
                 + _warnings(tokenizers, reports, options.clean, options.train.describe())
             ),
@@ -441,6 +442,45 @@ def _same_file_warnings(options: PrepareOptions) -> tuple[str, ...]:
                     f"the {name} source and target are the same file ({source.src}): every pair "
                     "is a copy of its source; give the target-language file as the target"
                 )
+    return tuple(found)
+
+
+def _overlap_warnings(options: PrepareOptions, stage: Path) -> tuple[str, ...]:
+    """Given dev/test pairs that the training split (or, for test, the dev split) also holds,
+    as cleaned: their scores would measure what the model saw, not how it translates."""
+    from nmt_cli.data.dedup import fingerprints
+
+    def keys(split: str) -> Iterator[np.ndarray]:
+        sides = (stage / text_name(split, side) for side in SIDES)
+        for src, tgt in zip(*(_text_chunks(path, _ENCODE_CHUNK) for path in sides), strict=True):
+            yield fingerprints(list(zip(src, tgt, strict=True)))
+
+    given = {
+        name: np.concatenate([np.empty(0, np.uint64), *keys(name)])
+        for name, source in (("dev", options.dev), ("test", options.test))
+        if source is not None
+    }
+    if not given:
+        return ()
+    seen = {name: np.zeros(len(split), dtype=bool) for name, split in given.items()}
+    for chunk in keys("train"):
+        for name, split in given.items():
+            seen[name] |= np.isin(split, chunk)
+    found = []
+    for name, split in given.items():
+        if count := int(seen[name].sum()):
+            found.append(
+                f"{count:,} of the {len(split):,} {name} pairs are also training pairs: scores "
+                "on them measure what the model saw, not how it translates; remove them from "
+                "the training corpus, or give no --dev-src/--test-src files and let prepare hold its "
+                "own out of the corpus (--dev-size, --test-size)"
+            )
+    if "dev" in given and "test" in given:
+        if count := int(np.isin(given["test"], given["dev"]).sum()):
+            found.append(
+                f"{count:,} of the {len(given['test']):,} test pairs are also dev pairs: "
+                "the test score is then not of unseen text; give a test set of other pairs"
+            )
     return tuple(found)
 
 
