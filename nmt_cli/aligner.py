@@ -362,13 +362,20 @@ def align_pairs(
 
 
 def checked_pairs(pairs: Iterable[tuple[str, str]], name: str) -> Iterator[tuple[str, str]]:
-    """Pairs with both sides non-empty; an empty side is an error naming the line."""
+    """Pairs with both sides non-empty; an empty side is an error naming the line, but for
+    pairs empty on both sides that only such pairs follow (an editor's last newline, as in
+    `source ||| target` input): they are no pairs."""
+    blank = None  # the first pair empty on both sides since the last whole one
     for number, (source, target) in enumerate(pairs, start=1):
-        if not source.strip() or not target.strip():
-            side = "source" if not source.strip() else "target"
+        if not source.strip() and not target.strip():
+            blank = blank or number
+            continue
+        if blank is not None or not source.strip() or not target.strip():
+            number = blank or number
+            side = "source" if blank or not source.strip() else "target"
             raise InputError(
                 f"{name} line {number} has an empty {side}: alignment needs both sides; "
-                "remove that pair or fill in its text"
+                "remove that pair or fill in its text (empty lines may only end the input)"
             )
         yield source.strip(), target.strip()
 

@@ -331,7 +331,7 @@ def read_word_links(
     lines = list(read_lines(path))
     if len(lines) != len(pairs):
         raise InputError(
-            f"{path} has {len(lines):,} lines but {data.path} has {len(pairs):,} training pairs: "
+            f"{path} has {len(lines):,} line{'s' * (len(lines) != 1)} but {data.path} has {len(pairs):,} training pairs: "
             f"the alignments file must have one line per pair of its training split, in its "
             f"order; {fix}"
         )

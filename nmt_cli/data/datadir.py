@@ -105,7 +105,7 @@ class DataDir:
         expected = len(self.ids("dev", "src"))
         if len(lines) != expected:
             raise ArtifactError(
-                f"{path} has {len(lines):,} lines but the dev split has {expected:,} sentences: "
+                f"{path} has {len(lines):,} line{'s' * (len(lines) != 1)} but the dev split has {expected:,} sentences: "
                 f"the data directory is damaged: {fix}"
             )
         return lines

@@ -393,6 +393,22 @@ def test_align_refuses_a_pair_with_a_blank_side(tmp_path, toy_model_dir):
     assert result.stdout == ""
 
 
+def test_align_files_may_end_in_lines_empty_on_both_sides(tmp_path, toy_model_dir):
+    """An editor's last newline (or two) in both files is no pair; a whole pair after an empty
+    one is still refused, naming the empty line."""
+    gold = tmp_path / "gold"
+    gold.write_text("0-1 1-0\n", encoding="utf-8")
+    src = _write(tmp_path / "s", ["apple river", "", " "])
+    tgt = _write(tmp_path / "t", ["RIVER APPLE", "", ""])
+    ended = _ok(invoke("align", "-m", toy_model_dir, "--src", src, "--tgt", tgt, "--gold", gold))
+    assert len(ended.stdout.splitlines()) == 1 and "AER" in ended.stderr
+    src = _write(tmp_path / "s", ["apple river", "", "sun"])
+    tgt = _write(tmp_path / "t", ["RIVER APPLE", "", "SUN"])
+    result = invoke("align", "-m", toy_model_dir, "--src", src, "--tgt", tgt)
+    assert_refused(result, 2, "line 2", "empty source")
+    assert result.stdout == ""
+
+
 def test_align_stream_keeps_a_blank_source_line_as_an_empty_line(toy_model_dir):
     result = _ok(
         invoke("align", "-m", toy_model_dir, "--beam", "1", input="apple river\n  \nsun\n")
