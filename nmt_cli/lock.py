@@ -23,6 +23,19 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def check_not_in_use(directory: Path) -> None:
+    """NmtError when another live process holds `directory/.lock`."""
+    try:
+        pid = int((directory / LOCK_FILE).read_text().strip() or 0)
+    except (OSError, ValueError):  # no lock, or one cut short: nobody holds it
+        return
+    if pid and pid_alive(pid) and pid != os.getpid():
+        raise NmtError(
+            f"{directory} is in use by another nmt train (pid {pid}); wait for it to "
+            "finish, stop it, or choose another output directory"
+        )
+
+
 @contextlib.contextmanager
 def directory_lock(directory: Path) -> Iterator[None]:
     """Hold `directory/.lock` (with our pid) for the block; a lock left by a dead process is taken over."""
@@ -32,15 +45,7 @@ def directory_lock(directory: Path) -> Iterator[None]:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             break
         except FileExistsError:
-            try:
-                pid = int(path.read_text().strip() or 0)
-            except (OSError, ValueError):
-                pid = 0
-            if pid and pid_alive(pid) and pid != os.getpid():
-                raise NmtError(
-                    f"{directory} is in use by another nmt train (pid {pid}); wait for it to "
-                    "finish, stop it, or choose another output directory"
-                ) from None
+            check_not_in_use(directory)
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()  # stale: its owner is gone
     with os.fdopen(fd, "w") as handle:

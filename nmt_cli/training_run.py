@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 from nmt_cli import checkpoint
 from nmt_cli.config import Config, resolve
 from nmt_cli.errors import ConfigError, Interrupted
+from nmt_cli.lock import check_not_in_use
 from nmt_cli.model.decoder import input_step_offset
 from nmt_cli.progress import Event, OnEvent, ignore
 
@@ -48,6 +50,8 @@ def check_model_dir(output: Path, resume: bool, force: bool) -> None:
         )
     if output.exists() and not output.is_dir():
         raise ConfigError(f"{output} exists and is not a directory; choose another --output")
+    if os.environ.get("RANK", "0") == "0":  # the other ranks: their rank 0 may hold it
+        check_not_in_use(output)  # first: a run still starting has written little yet
     has_model = (output / checkpoint.LAST_FILE).exists() or (
         output / checkpoint.MODEL_FILE
     ).exists()

@@ -352,6 +352,9 @@ def test_lock_of_a_live_process_is_respected(toy_data_dir, tmp_path):
         result = invoke("train", toy_data_dir, "-o", out, "--max-steps", "1")
         assert_refused(result, 1, "in use", f"pid {holder.pid}")
         assert (out / ".lock").read_text() == f"{holder.pid}\n"
+        # a run still starting has no checkpoint to resume yet: "in use" comes first
+        result = invoke("train", toy_data_dir, "-o", out, "--resume")
+        assert_refused(result, 1, "in use", f"pid {holder.pid}")
     finally:
         holder.kill()
         holder.wait()
