@@ -187,8 +187,9 @@ def staged_directory(
         raise
 
 
-# Errors of a place or name the user may not write (bad input, exit 2), unlike a full disk.
-_NOT_OURS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENAMETOOLONG}
+# Errors of a place or name the user may not write (bad input, exit 2), unlike a full disk;
+# ENOENT in a folder that exists: one that takes no new files, such as /proc.
+_NOT_OURS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENAMETOOLONG, errno.ENOENT}
 
 
 def _file_above(path: Path) -> Path | None:

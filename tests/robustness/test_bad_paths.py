@@ -258,6 +258,14 @@ def test_an_output_directory_in_a_place_that_cannot_be_written_is_exit_2_with_a_
     monkeypatch.setattr(atomic.tempfile, "mkdtemp", tempfile.mkdtemp)
 
 
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="no /proc here")
+def test_an_output_directory_in_proc_is_exit_2_with_a_fix(toy_data_dir):
+    """/proc exists but takes no new folders (ENOENT, even for root): a place to choose again."""
+    src, tgt = toy_data_dir / "train.src", toy_data_dir / "train.tgt"
+    result = invoke("prepare", "--src", src, "--tgt", tgt, "-o", "/proc/nmt-data")
+    assert_refused(result, 2, "cannot create /proc/nmt-data", "choose another")
+
+
 def test_an_output_file_under_a_file_names_the_file(toy_model_dir, tmp_path):
     blocker = tmp_path / "notes.txt"
     blocker.write_text("not a folder\n", encoding="utf-8")
