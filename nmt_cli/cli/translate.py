@@ -32,7 +32,8 @@ def translate(
     nbest: int = _search(
         1,
         "Print the N best translations, best first: `line ||| translation ||| score` "
-        "(the line counted from 0, as Moses does; no feature field).",
+        "(the line counted from 0, as Moses does; no feature field). The hypotheses are "
+        "piece sequences: two may read the same once joined.",
     ),
     length_penalty: float = _search(1.0, "GNMT length penalty alpha (0 = none)."),
     max_len_ratio: float = _search(2.0, "Output at most ratio × source pieces + 10."),
