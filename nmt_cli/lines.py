@@ -38,7 +38,6 @@ from nmt_cli.errors import ConfigError, InputError
 GZIP_MAGIC = b"\x1f\x8b"
 UTF8_BOM = b"\xef\xbb\xbf"
 ON_INVALID = ("error", "replace")
-NUL_RULES = ("error", "space")
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 _LINE_BREAKS = ("\r", "\u2028", "\u2029")
 _CORRUPT = (EOFError, zlib.error, gzip.BadGzipFile)  # what a corrupt or truncated gzip raises

@@ -166,8 +166,7 @@ class _LineWarnings:
     SHOWN = 5
 
     def __init__(self) -> None:
-        self.counts: dict[str, int] = {}
-        self.summaries: dict[str, str] = {}
+        self.counts: dict[str, int] = {}  # per summary: the lines of its kind so far
 
     def line(self, message: str, summary: str) -> None:
         """Warn `message`, or count it under `summary` once `SHOWN` such lines were named."""
