@@ -881,8 +881,8 @@ def test_translate_names_the_first_lines_at_a_limit_and_counts_the_rest(toy_mode
     named = [w for w in warnings if "the translation reached its length limit" in w]
     assert [w.split(":")[1].strip() for w in named] == [f"line {n}" for n in range(1, 6)]
     assert warnings[-1] == (
-        "warning: 4 more lines reached their length limit: raise --max-len (or "
-        "--max-len-ratio) if they are cut short (the first 5 above)"
+        "warning: 4 more lines at the length limit (the first 5 are named above): raise "
+        "--max-len (or --max-len-ratio) if translations are cut short"
     )
     assert len(warnings) == 6
 

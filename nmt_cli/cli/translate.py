@@ -181,14 +181,15 @@ class _LineWarnings:
 
         for summary, count in self.counts.items():
             if count > self.SHOWN:
-                warn(f"{count - self.SHOWN:,} more lines {summary} (the first {self.SHOWN} above)")
+                more = count - self.SHOWN
+                warn(f"{more:,} more line{'s' * (more != 1)} {summary}")
 
 
 def _writer(translator, json_output: bool, align: bool, nbest: int, warnings: _LineWarnings):
     from nmt_cli.cli.boundary import warn
     from nmt_cli.render.translation import as_json, as_nbest, as_text
 
-    limit = translator.max_source_pieces
+    limit, shown = translator.max_source_pieces, warnings.SHOWN
     aligner = None
     if align or json_output:
         from nmt_cli.aligner import TranslationAligner
@@ -202,14 +203,15 @@ def _writer(translator, json_output: bool, align: bool, nbest: int, warnings: _L
             warnings.line(
                 f"line {number} is longer than the model's {limit} pieces: translated its first "
                 f"{limit}",
-                f"were longer than the model's {limit} pieces: their first {limit} translated",
+                f"longer than the model's {limit} pieces (the first {shown} are named "
+                f"above): the first {limit} pieces of each were translated",
             )
         if translation.cut:
             warnings.line(
                 f"line {number}: the translation reached its length limit ({len(translation.pieces)} "
                 "pieces) and ends there: raise --max-len (or --max-len-ratio) if it is cut short",
-                "reached their length limit: raise --max-len (or --max-len-ratio) if they are "
-                "cut short",
+                f"at the length limit (the first {shown} are named above): raise --max-len "
+                "(or --max-len-ratio) if translations are cut short",
             )
         if json_output:
             return as_json(translation, aligner.links(translation)) + "\n"
