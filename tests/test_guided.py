@@ -268,3 +268,27 @@ def test_guided_training_records_the_step_its_attention_aligns_at(
     assert result.exit_code == 0, result.stderr
     saved = json.loads((out / "config.json").read_text())
     assert saved["model"]["align_shift"] == shift
+
+
+def test_align_warns_when_a_guided_models_thresholds_meet_other_units(toy_data_dir, tmp_path):
+    """A guided model's default extraction is a threshold on the units it was taught; over
+    other units its weights spread and may give few links: said once, with the fix."""
+    train_src = (toy_data_dir / "train.src").read_text(encoding="utf-8").splitlines()
+    links = tmp_path / "train.links"
+    links.write_text("".join(_links(len(s.split())) + "\n" for s in train_src))
+    out = tmp_path / "guided"
+    trained = invoke(
+        "train", toy_data_dir, "-o", out, "--emb-size", "16", "--hidden-size", "16",
+        "--max-steps", "4", "--valid-every", "4", "--threads", "1",
+        "--guided-alignment", "1.0", "--alignments", links,
+    )  # fmt: skip
+    assert trained.exit_code == 0, trained.stderr
+    pair = "apple river ||| RIVER APPLE\n"
+    args = ("align", "-m", out, "--view", "none")
+    own = invoke(*args, input=pair)
+    other = invoke(*args, "--unit", "piece", input=pair)
+    chosen = invoke(*args, "--unit", "piece", "--method", "argmax", input=pair)
+    assert own.exit_code == other.exit_code == chosen.exit_code == 0, other.stderr
+    assert "was trained to align" not in own.stderr + chosen.stderr
+    assert f"{out} was trained to align word units (guided alignment)" in other.stderr
+    assert "use --unit word, or --method argmax" in other.stderr

@@ -186,6 +186,14 @@ def align(
         chosen["grow_threshold"] = grow_threshold
     options = replace(options, **chosen)
     _check_options(options)
+    if trained.guided_alignment and unit != trained.align_unit and options.method == "threshold":
+        from nmt_cli.cli.boundary import warn
+
+        warn(
+            f"{model} was trained to align {trained.align_unit} units (guided alignment): "
+            f"its weights over --unit {unit} may fall below --threshold and give few links; "
+            f"use --unit {trained.align_unit}, or --method argmax"
+        )
     if view == "auto":
         view = "heatmap" if sys.stdout.isatty() and not json_output else "none"
     output = AlignOutput(view=view, json_output=json_output, gold=gold, png=png)
