@@ -48,8 +48,9 @@ def train(
     force: bool = option(False, "Start afresh even if OUTPUT holds a model.", "--force"),
     nproc: str = option(
         "1",
-        "Train with N processes (DDP, started as torchrun would) on this machine; auto: on a CPU, the layout of "
-        "processes and threads a short probe finds fastest, at the same tokens per update.",
+        "Train with N processes (DDP, started as torchrun would) on this machine; auto: on a "
+        "CPU, the layout of processes and threads a short probe finds fastest, at the same "
+        "tokens per update.",
         "--nproc",
     ),
     cell: str | None = _model("cell", "gru or lstm."),
@@ -348,8 +349,9 @@ def _launch_ranks(nproc: int, extra: list[str] | None = None) -> None:
         while any(rank.poll() is None for rank in ranks):
             codes = [rank.returncode for rank in ranks if rank.returncode]
             if codes and not failed:
-                failed, deadline = codes[0], time.monotonic() + 60
+                failed = codes[0]
                 if failed != Interrupted.exit_code:  # the others would wait for it for ever
+                    deadline = time.monotonic() + 60
                     pass_on(signal.SIGTERM, None)
             if deadline is not None and time.monotonic() > deadline:
                 for rank in ranks:
