@@ -223,14 +223,21 @@ _KANA = re.compile("[\u3040-\u30ff\u31f0-\u31ff]")
 _TOKENIZE_SAMPLE = 2_000  # lines of each reference stream that decide the tokenisation
 
 
-def bleu_tokenize(refs: Sequence[Sequence[str]]) -> str:
+def bleu_tokenize(refs: Sequence[Sequence[str]], *hyps: Sequence[str]) -> str:
     """sacreBLEU's BLEU tokenisation for these references: '13a' (sacreBLEU's default) unless
     at least a tenth of their non-space characters are Chinese or Japanese and that text is
     unsegmented (fewer than a quarter of the neighbouring ideographs and kana have a space
     between them); then 'zh' (each ideograph a token; the rest as 13a splits it), or 'char'
     when kana make up more than a tenth of the letters (sacreBLEU's `zh` keeps kana runs
-    whole). Decided on the first lines of each stream, pooled."""
-    lines = [line for stream in refs for line in stream[:_TOKENIZE_SAMPLE]]
+    whole). Decided on the first lines of each stream, pooled; when the references call for
+    '13a', the hypotheses are asked the same (unsegmented output against segmented
+    references would otherwise match no word)."""
+    chosen = _tokenize_of(refs)
+    return _tokenize_of(hyps) if chosen == "13a" and any(len(h) for h in hyps) else chosen
+
+
+def _tokenize_of(streams: Sequence[Sequence[str]]) -> str:
+    lines = [line for stream in streams for line in stream[:_TOKENIZE_SAMPLE]]
     letters = sum(len(_ANY_LETTER.findall(line)) for line in lines)
     visible = sum(len(line) - sum(ch.isspace() for ch in line) for line in lines)
     if not letters or 10 * letters < visible:
@@ -318,7 +325,7 @@ def score(
     """Corpus scores of `hyps` against one or more reference streams, one per metric."""
     check_metrics(metrics)
     _check_parallel(hyps, refs)
-    results, tokenize = [], bleu_tokenize(refs)
+    results, tokenize = [], bleu_tokenize(refs, hyps)
     for key in metrics:
         metric = _make_metric(key, tokenize)
         result = _corpus_score(metric, hyps, refs)
@@ -413,7 +420,7 @@ def bleu_by_length(
     members: list[list[int]] = [[] for _ in bounds]
     for index, line in enumerate(sources):
         members[bisect.bisect_left(buckets, source_length(line, unit))].append(index)
-    metric = _make_metric("bleu", bleu_tokenize(refs))  # one tokenisation for every bucket
+    metric = _make_metric("bleu", bleu_tokenize(refs, hyps))  # one for every bucket
     return [
         _bucket_score(lo, hi, indices, hyps, refs, metric)
         for (lo, hi), indices in zip(bounds, members, strict=True)
@@ -477,7 +484,7 @@ def compare(
     systems = [("A", list(hyps_a)), ("B", list(hyps_b))]
     streams = [list(stream) for stream in refs]
     with _sacrebleu_seed(seed):
-        scorer = _make_metric(metric, bleu_tokenize(refs))
+        scorer = _make_metric(metric, bleu_tokenize(refs, hyps_a, hyps_b))
         test = PairedTest(systems, {metric: scorer}, streams, "bs", n_samples)
         signatures, results = test()
     name = next(key for key in results if key != "System")

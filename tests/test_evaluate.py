@@ -314,6 +314,12 @@ def test_unsegmented_chinese_references_are_scored_by_character():
     assert bleu_tokenize([["Tom met 王小明 in Beijing yesterday and they talked."]]) == "13a"
     assert bleu_tokenize([["나는 학교에 간다."]]) == "13a"  # Korean is written with spaces
     assert bleu_tokenize([["ありがとうございます。", "コンピューターを使います"]]) == "char"  # kana
+    # unsegmented output against segmented references: the output decides (else BLEU 0)
+    assert bleu_tokenize(spaced, ["我 喜欢 茶。".replace(" ", "")] * 3) == "zh"
+    assert bleu_tokenize(spaced, ["我 喜欢 茶。"] * 3) == "13a"
+    assert bleu_tokenize(spaced) == "13a"
+    unspaced = score(hyps, spaced, ["bleu"])[0]
+    assert "tok:zh" in unspaced.signature and unspaced.score > 50
     assert "tok:13a" in score(["我 的 朋友 起床 了 。"], [spaced[0][:1]], ["bleu"])[0].signature
 
 
