@@ -193,6 +193,14 @@ def _read_inputs(
         raise ConfigError("only one file can be read from standard input ('-')")
     texts = {key: None if path is None else read_lines(path) for key, path in named.items()}
     texts["refs"] = [read_lines(path) for path in refs]
+    for path, lines in zip(refs, texts["refs"], strict=True):
+        if not any(lines):  # (read_lines strips them) every score would be 0, not a measure
+            from nmt_cli.errors import InputError
+
+            raise InputError(
+                f"{'<stdin>' if str(path) == '-' else path}: every line of this reference is "
+                "empty; pass the file with the reference translations"
+            )
 
     def shown(path):
         return "<stdin>" if str(path) == "-" else path

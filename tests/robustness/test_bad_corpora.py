@@ -54,6 +54,17 @@ def test_eval_refuses_mismatched_files(tmp_path, pair):
     assert result.stdout == ""
 
 
+def test_eval_refuses_a_reference_of_empty_lines(tmp_path, pair):
+    """A file of empty lines (a reference lost in a copy) scored 0.00 without a word; an empty
+    hypothesis line stays a translation to score."""
+    blank = _write(tmp_path / "blank", ["", " ", "", ""])
+    result = invoke("eval", "--hyp", pair[1], "--ref", pair[1], "--ref", blank)
+    assert_refused(result, 2, f"{blank}: every line of this reference is empty")
+    assert result.stdout == ""
+    scored = invoke("eval", "--hyp", blank, "--ref", pair[1], "--metrics", "bleu")
+    assert scored.exit_code == 0, scored.output
+
+
 def test_align_refuses_mismatched_files_before_printing_anything(tmp_path, pair, toy_model_dir):
     short = _write(tmp_path / "short", TGT[:3])
     result = invoke("align", "-m", toy_model_dir, "--src", pair[0], "--tgt", short)
