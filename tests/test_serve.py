@@ -223,7 +223,8 @@ BAD = [
     (b'{"q": "apple", "beam": "5"}', 422, '"beam" must be'),
     (b'{"q": "apple", "beam": 0}', 422, '"beam" must be'),
     (b'{"q": "apple", "align": "yes"}', 422, '"align" must be'),
-    (b'{"q": []}', 422, "nothing to translate"),
+    (b'{"q": []}', 422, "nothing to translate: the list of lines is empty"),
+    (b'{"q": "pe\x00ar"}', 400, "(Invalid control character at line 1 column 10)"),  # "at at"
     (b'{"q": ["", " "]}', 422, "nothing to translate"),
     (b'{"q": ["apple", "pear\\nplum"]}', 422, "line 2 of the request has a line break"),
     (b'{"q": "pear\\u0000"}', 422, "line 1 of the request contains a NUL"),
@@ -285,6 +286,8 @@ def test_a_number_of_more_digits_than_python_reads_is_a_bad_request():
     [
         ("POST", "/translator/translate", b'{"src": "apple"}', 422),
         ("POST", "/translator/translate", b'[{"src": "apple", "id": "x"}]', 422),
+        ("POST", "/translator/translate", b'[{"src": "apple", "id": true}]', 422),
+        ("GET", "/openapi.json", b"", 404),  # a schema of no use, and warnings in the log
         ("POST", "/translator/translate", b"[]", 422),
         ("POST", "/translator/translate", b'[{"src": "a\\nb"}]', 422),
         ("GET", "/translate", b"", 405),

@@ -60,7 +60,7 @@ def create_app(
         yield
         translator.close()  # after the server has drained its requests: finishes what is queued
 
-    app = FastAPI(title="nmt", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app = FastAPI(title="nmt", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     page = _page()
 
     @app.exception_handler(RequestError)

@@ -76,8 +76,8 @@ def parse_body(body: bytes, limits: Limits) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise RequestError(
-            f"the request body is not valid JSON ({exc.msg} at line {exc.lineno} column "
-            f"{exc.colno})"
+            f"the request body is not valid JSON ({exc.msg.removesuffix(' at')} at line "
+            f"{exc.lineno} column {exc.colno})"
         ) from None
     except RecursionError:
         raise RequestError("the request body nests too deeply: send flat JSON") from None
@@ -113,7 +113,7 @@ def opennmt_request(data: Any, limits: Limits) -> TranslateRequest:
         raise RequestError(
             f'expected a JSON list of {{"src": text}} objects: {OPENNMT_EXAMPLE}', 422
         )
-    if any(not isinstance(item.get("id", 0), int) for item in data):
+    if any(type(item.get("id", 0)) is not int for item in data):  # (True is an int to Python)
         raise RequestError('"id" must be a whole number (the model id; any id is this model)', 422)
     return TranslateRequest(
         _checked_lines([item["src"] for item in data], limits), limits.beam, True
@@ -121,6 +121,8 @@ def opennmt_request(data: Any, limits: Limits) -> TranslateRequest:
 
 
 def _checked_lines(lines: list[str], limits: Limits) -> list[str]:
+    if not lines:
+        raise RequestError("nothing to translate: the list of lines is empty", 422)
     lines = [line.removesuffix("\r") for line in lines]  # a CRLF line's end, as files drop it
     for number, line in enumerate(lines, 1):
         _check_line(number, line)
