@@ -15,7 +15,12 @@ config=${DEMO_CONFIG:-data/configs/demo.toml}
 cap=${DEMO_MAX_TIME:-60m}
 started=$(date +%s.%N)
 
-step() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
+# Bold headers only on a terminal that wants colour (NO_COLOR is respected), as nmt's own output
+if [ -t 2 ] && [ -z "${NO_COLOR:-}" ]; then
+    step() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
+else
+    step() { printf '\n== %s\n' "$*" >&2; }
+fi
 since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 
 step "prepare: clean the corpus, train SentencePiece, store token ids"
