@@ -39,6 +39,7 @@ def evaluate(
         None,
         help="Translate --src with this model directory (from `nmt train`), then score.",
         repeat=True,
+        links=False,
     ),
     metrics: str = option(
         "bleu,chrf,ter", "Comma-separated: bleu, chrf, chrf++, ter.", "--metrics"

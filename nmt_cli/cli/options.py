@@ -13,10 +13,8 @@ from typing import Any
 import typer
 
 MODEL_HELP = "Model directory written by `nmt train`."
-ENSEMBLE_HELP = (
-    " Repeat -m for an ensemble (mean of the models' log-probs; same target vocabulary; "
-    "alignments from the first)."
-)
+ENSEMBLE_HELP = " Repeat -m for an ensemble (mean of the models' log-probs; same target vocabulary"
+ALIGNED_BY_FIRST = "; word links from the first"
 DEVICE_HELP = "auto, cpu, cuda or cuda:N."
 THREADS_HELP = "CPU threads (0: torch's default, all cores)."
 BEAM_HELP = "Beam size (1 = greedy)."
@@ -47,9 +45,13 @@ def given(flag: str, help: str, metavar: str | None = None, panel: str | None = 
     )
 
 
-def model_option(default: Any = ..., help: str = MODEL_HELP, repeat: bool = False) -> Any:
-    """-m/--model MODEL_DIR; with `repeat`, the command takes several (declare a list)."""
-    help = help + ENSEMBLE_HELP if repeat else help
+def model_option(
+    default: Any = ..., help: str = MODEL_HELP, repeat: bool = False, links: bool = True
+) -> Any:
+    """-m/--model MODEL_DIR; with `repeat`, the command takes several (declare a list), whose
+    word links (with `links`: the command draws some) come from the first."""
+    if repeat:
+        help += ENSEMBLE_HELP + (ALIGNED_BY_FIRST if links else "") + ")."
     return typer.Option(default, "-m", "--model", metavar="MODEL_DIR", help=help)
 
 
