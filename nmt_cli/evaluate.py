@@ -321,11 +321,14 @@ def score(
     hyps: Sequence[str],
     refs: Sequence[Sequence[str]],
     metrics: Sequence[str] = DEFAULT_METRICS,
+    by_references: bool = False,
 ) -> list[MetricScore]:
-    """Corpus scores of `hyps` against one or more reference streams, one per metric."""
+    """Corpus scores of `hyps` against one or more reference streams, one per metric. With
+    `by_references`, BLEU's tokenisation is the references' alone (see `bleu_tokenize`), so
+    that the scores of one run's validations, whatever its output, compare."""
     check_metrics(metrics)
     _check_parallel(hyps, refs)
-    results, tokenize = [], bleu_tokenize(refs, hyps)
+    results, tokenize = [], bleu_tokenize(refs) if by_references else bleu_tokenize(refs, hyps)
     for key in metrics:
         metric = _make_metric(key, tokenize)
         result = _corpus_score(metric, hyps, refs)

@@ -96,7 +96,7 @@ class Validator:
         model.eval()
         with self.autocast:
             texts = best_texts(model, sources, self.device, self._tokenizer)
-        return score(texts, [refs], ["bleu"])[0].score
+        return score(texts, [refs], ["bleu"], by_references=True)[0].score
 
 
 def spread_sample(total: int, wanted: int) -> list[int]:

@@ -320,6 +320,9 @@ def test_unsegmented_chinese_references_are_scored_by_character():
     assert bleu_tokenize(spaced) == "13a"
     unspaced = score(hyps, spaced, ["bleu"])[0]
     assert "tok:zh" in unspaced.signature and unspaced.score > 50
+    # a training run's validations keep the references' choice, whatever the model writes
+    validation = score(hyps, spaced, ["bleu"], by_references=True)[0]
+    assert "tok:13a" in validation.signature
     assert "tok:13a" in score(["我 的 朋友 起床 了 。"], [spaced[0][:1]], ["bleu"])[0].signature
 
 
