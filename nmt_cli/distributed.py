@@ -47,6 +47,24 @@ def from_environment(use_cuda: bool) -> Ranks:
     return ranks
 
 
+def free_port() -> int:
+    """A TCP port free on the loopback now, for MASTER_PORT (taken only when rank 0 binds it)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def rank_environment(rank: int, world: int, port: int) -> dict[str, str]:
+    """The variables of rank `rank` of `world` on this machine, as `torchrun --standalone`
+    sets them for its workers."""
+    return {
+        "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
+        "LOCAL_WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+    }  # fmt: skip
+
+
 def shutdown() -> None:
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()

@@ -18,7 +18,6 @@ import dataclasses
 import multiprocessing
 import queue
 import signal
-import socket
 import tempfile
 import threading
 import time
@@ -26,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nmt_cli.config import Config
+from nmt_cli.distributed import free_port, rank_environment
 from nmt_cli.errors import ConfigError, NmtError
 
 WARMUP_UPDATES = 3  # not timed: the first updates allocate and build their kernels
@@ -121,7 +121,7 @@ def _run_layout(config: Config, data_dir: Path, layout: Layout) -> tuple[float, 
 
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
-    port = _free_port()
+    port = free_port()
     settings = split_batch(config, layout.processes)
     workers = [
         context.Process(
@@ -185,13 +185,8 @@ def _stalled(workers, results, deadline: float, timeout: float) -> str:
     return ""
 
 
-def _free_port() -> int:
-    with socket.socket() as probe_socket:
-        probe_socket.bind(("127.0.0.1", 0))
-        return probe_socket.getsockname()[1]
-
-
-_RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+_RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                   "MASTER_PORT")  # fmt: skip
 
 
 def _probe_rank(rank: int, layout: Layout, port: int, config: Config, data_dir: Path, results):
@@ -208,10 +203,7 @@ def _probe_rank(rank: int, layout: Layout, port: int, config: Config, data_dir: 
         os.environ.pop(name, None)
     try:
         if layout.processes > 1:
-            os.environ.update(
-                RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(layout.processes),
-                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-            )  # fmt: skip
+            os.environ.update(rank_environment(rank, layout.processes, port))
         rate = _timed_updates(config, data_dir, layout)
     except ConfigError as exc:  # this layout cannot train this data (too few batches)
         results.put(("skip", str(exc)))

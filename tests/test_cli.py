@@ -300,6 +300,18 @@ def test_align_warns_of_a_source_longer_than_the_model_reads(toy_model_dir):
     assert len(result.stdout.splitlines()) == 2
     warning = f"<stdin> line 2: the source is longer than the model's {limit} pieces"
     assert warning in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    many = invoke("align", "-m", toy_model_dir, "--view", "none", input=f"{long} ||| SUN\n" * 7)
+    assert many.exit_code == 0 and len(many.stdout.splitlines()) == 7, many.output
+    warnings = many.stderr.strip().splitlines()
+    assert [w.split(":")[1].strip() for w in warnings[:5]] == [
+        f"<stdin> line {n}" for n in range(1, 6)
+    ]
+    assert (
+        warnings[5].startswith(
+            f"warning: 2 more lines with a source longer than the model's {limit} pieces"
+        )
+        and len(warnings) == 6
+    )
 
 
 def test_align_cuts_a_target_longer_than_the_model_reads_and_says_so(toy_model_dir):

@@ -227,7 +227,43 @@ def test_a_layout_of_several_processes_that_fails_is_left_out(monkeypatch):
         probe.probe(Config(), None, cores=2)
 
 
-def test_the_ranks_get_the_command_without_nproc_and_with_the_chosen_flags(monkeypatch):
+class _Rank:
+    """A stand-in for a rank's process: `exits` is its exit code from the first poll (None: it
+    runs until it is terminated or killed)."""
+
+    started: list = []
+    exits: list = []
+
+    def __init__(self, command, env, **kwargs):
+        self.command, self.env, self.kwargs = command, env, kwargs
+        self.returncode = None
+        self.exit = self.exits[len(self.started)]
+        self.signals = []
+        self.pid = 1000 + len(self.started)
+        self.started.append(self)
+
+    def poll(self):
+        if self.returncode is None and self.exit is not None:
+            self.returncode = self.exit
+        return self.returncode
+
+    def terminate(self):
+        self.signals.append("TERM")
+        self.returncode = -15
+
+    def kill(self):
+        self.signals.append("KILL")
+        self.returncode = -9
+
+    def send_signal(self, signum):
+        self.signals.append(signum)
+
+    def wait(self):
+        return self.returncode
+
+
+def _launched(monkeypatch, exits: list):
+    """`_launch_ranks(2, …)` over stand-in ranks: (its exit code, the ranks)."""
     import subprocess
     import sys
 
@@ -235,27 +271,27 @@ def test_the_ranks_get_the_command_without_nproc_and_with_the_chosen_flags(monke
 
     from nmt_cli.cli.train import _launch_ranks
 
-    started = []
-
-    class Rank:  # a rank that has ended well
-        returncode = 0
-
-        def __init__(self, command, env, start_new_session):
-            started.append((command, env, start_new_session))
-
-        def poll(self):
-            return 0
-
-    monkeypatch.setattr(subprocess, "Popen", Rank)
+    monkeypatch.setattr(_Rank, "started", [])
+    monkeypatch.setattr(_Rank, "exits", exits)
+    monkeypatch.setattr(subprocess, "Popen", _Rank)
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     monkeypatch.setattr(sys, "argv", ["nmt", "train", "d", "--nproc=auto", "-o", "m",
                                       "--batch-tokens", "300"])  # fmt: skip
     with pytest.raises(typer.Exit) as ended:
-        _launch_ranks(2, ["--threads", "1", "--batch-tokens", "150"])
-    assert ended.value.exit_code == 0 and len(started) == 2
-    for rank, (command, env, own_group) in enumerate(started):
+        _launch_ranks(len(exits), ["--threads", "1", "--batch-tokens", "150"])
+    return ended.value.exit_code, _Rank.started
+
+
+def test_the_ranks_get_the_command_without_nproc_and_with_the_chosen_flags(monkeypatch):
+    code, started = _launched(monkeypatch, [0, 0])
+    assert code == 0 and len(started) == 2
+    for rank, process in enumerate(started):
+        env = process.env
         assert (env["RANK"], env["LOCAL_RANK"], env["WORLD_SIZE"]) == (str(rank), str(rank), "2")
-        assert env["MASTER_PORT"] == started[0][1]["MASTER_PORT"] and own_group
+        assert env["MASTER_PORT"] == started[0].env["MASTER_PORT"]
+        # one process group of their own (the first's), apart from the terminal's
+        assert process.kwargs["process_group"] == (0 if rank == 0 else started[0].pid)
+        command = process.command
         assert not any("auto" in str(a) for a in command)
         tail = command[command.index("nmt_cli") + 1 :]
         assert tail == [
@@ -270,6 +306,17 @@ def test_the_ranks_get_the_command_without_nproc_and_with_the_chosen_flags(monke
             "--batch-tokens",
             "150",
         ]  # fmt: skip  (click takes the last of a flag)
+
+
+def test_a_rank_that_fails_while_the_first_runs_stops_the_others(monkeypatch):
+    """Rank 1 refusing a setting would leave rank 0 waiting to meet it for good."""
+    code, (first, second) = _launched(monkeypatch, [None, 2])
+    assert code == 2 and first.signals == ["TERM"] and second.signals == []
+
+
+def test_an_interrupted_rank_is_waited_for_not_stopped(monkeypatch):
+    code, (first, second) = _launched(monkeypatch, [130, 130])
+    assert code == 130 and first.signals == second.signals == []
 
 
 @pytest.mark.parametrize(

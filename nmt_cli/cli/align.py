@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nmt_cli.cli.boundary import command_boundary
+from nmt_cli.cli.boundary import LineWarnings, command_boundary
 from nmt_cli.cli.options import (
     beam_option,
     check_device_options,
@@ -128,7 +128,7 @@ def align(
             "--symmetrize combines two directions: give --reverse-model (the target → source "
             "model), or drop --symmetrize"
         )
-    if threshold is not None and method not in (None, "threshold"):
+    if threshold is not None and method in ("argmax", "mutual"):
         raise ConfigError(
             f"--threshold is the cut of --method threshold, not of --method {method}: drop "
             "--threshold, or use --method threshold"
@@ -201,14 +201,19 @@ def align(
     output.check_gold(pair_count)  # a bad gold file fails before anything is aligned
     if pair_files is not None:
         name = pair_files.describe()
-        pairs = _warn_when_cut(checked_pairs(read_pairs(pair_files), name), translator, name)
+        cut = LineWarnings()
+        pairs = _warn_when_cut(checked_pairs(read_pairs(pair_files), name), translator, name, cut)
         output.run(align_pairs(translator, pairs, options, reverse, rates))
+        cut.finish()
         return
     check_whole_input(input, check=_check_lines)  # a file: read through before any output
     stream, name = open_input(input)
     lines = UntilError(iter_lines(stream, name))
-    alignments = _stream_alignments(translator, reverse, options, lines, name, search, rates, gold)
-    output.run(alignments)
+    cut = LineWarnings()
+    output.run(
+        _stream_alignments(translator, reverse, options, lines, name, search, rates, gold, cut)
+    )
+    cut.finish()
     lines.check()  # from a pipe, an unreadable line fails after every pair before it
 
 
@@ -285,10 +290,9 @@ def _single_character_rates(rates) -> bool:
     return lone_latin
 
 
-def _warn_when_cut(pairs, translator, name: str):
+def _warn_when_cut(pairs, translator, name: str, cut: LineWarnings):
     """The pairs, with a warning for each side longer than the model reads (its words past
-    that get no links)."""
-    from nmt_cli.cli.boundary import warn
+    that get no links): the first few named, the rest counted by `cut`."""
     from nmt_cli.data.clean import normalize
 
     sides = (
@@ -298,9 +302,11 @@ def _warn_when_cut(pairs, translator, name: str):
     for number, pair in enumerate(pairs, start=1):
         for text, (side, tokenizer, limit, whose) in zip(pair, sides, strict=True):
             if len(tokenizer.encode(normalize(text))) > limit:  # as `nmt align` encodes it
-                warn(
+                cut.line(
                     f"{name} line {number}: the {side} is longer than {whose} {limit} pieces; "
-                    f"aligned its first {limit} (the words after them get no links)"
+                    f"aligned its first {limit} (the words after them get no links)",
+                    f"with a {side} longer than {whose} {limit} pieces (the first "
+                    f"{cut.SHOWN} are named above): their words past those get no links",
                 )
         yield pair
 
@@ -397,7 +403,9 @@ def _check_lines(lines, name: str) -> None:
     collections.deque(parse_fast_align(rest, name) if form == "pairs" else rest, maxlen=0)
 
 
-def _stream_alignments(translator, reverse, options, lines, name, search, rates, gold=None):
+def _stream_alignments(
+    translator, reverse, options, lines, name, search, rates, gold, cut: LineWarnings
+):
     """`src ||| tgt` lines are aligned as given; plain source lines are translated first."""
     from nmt_cli.aligner import align_pairs, align_translations, parse_fast_align
     from nmt_cli.errors import ConfigError
@@ -411,6 +419,6 @@ def _stream_alignments(translator, reverse, options, lines, name, search, rates,
             "sentences to translate: give `source ||| target` lines, --src/--tgt or --tsv"
         )
     if form == "pairs":
-        pairs = _warn_when_cut(parse_fast_align(rest, name), translator, name)
+        pairs = _warn_when_cut(parse_fast_align(rest, name), translator, name, cut)
         return align_pairs(translator, pairs, options, reverse, rates)
     return align_translations(translator, rest, search, options, reverse, rates)

@@ -64,6 +64,28 @@ def warn(message: str) -> None:
     stderr_console().print(f"[yellow]warning:[/] {_one_line(message)}", soft_wrap=True)
 
 
+class LineWarnings:
+    """Warnings about single lines: the first `SHOWN` of each kind named one by one, then one
+    count at the end, so that a file whose every line hits a limit does not flood stderr."""
+
+    SHOWN = 5
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}  # per summary: the lines of its kind so far
+
+    def line(self, message: str, summary: str) -> None:
+        """Warn `message`, or count it under `summary` once `SHOWN` such lines were named."""
+        count = self.counts[summary] = self.counts.get(summary, 0) + 1
+        if count <= self.SHOWN:
+            warn(message)
+
+    def finish(self) -> None:
+        for summary, count in self.counts.items():
+            if count > self.SHOWN:
+                more = count - self.SHOWN
+                warn(f"{more:,} more line{'s' * (more != 1)} {summary}")
+
+
 def command_boundary(func: F) -> F:
     """Turn NmtError, Ctrl-C and a closed stdout into a clean exit."""
 
@@ -71,15 +93,17 @@ def command_boundary(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from nmt_cli.errors import Interrupted, NmtError
 
+        # every rank of a training stops alike; the main one (RANK 0) says so for all
+        said_by_another = os.environ.get("RANK", "0") != "0"
         try:
             return func(*args, **kwargs)
         except NmtError as exc:
-            # every rank of a training stops alike; the main one (RANK 0) says so for all
-            if not (isinstance(exc, Interrupted) and os.environ.get("RANK", "0") != "0"):
+            if not (isinstance(exc, Interrupted) and said_by_another):
                 error_line(str(exc))
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
-            error_line("interrupted")
+            if not said_by_another:
+                error_line("interrupted")
             raise typer.Exit(130) from None
         except BrokenPipeError:
             # The reader went away (`nmt translate | head`): stop quietly, like other filters.

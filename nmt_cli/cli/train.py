@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -115,8 +116,6 @@ def train(
     A flag given overrides the --config file, which overrides the defaults shown."""
     given = dict(locals())  # every flag, None where not given: then the config file decides
     processes = _process_count(nproc)  # 0: auto
-    import os
-
     from nmt_cli.cli.boundary import stderr_console
     from nmt_cli.config import parse_duration
     from nmt_cli.training_run import checked_settings, run_training
@@ -126,8 +125,8 @@ def train(
         table: {f.name: given[f.name] for f in fields(kind) if f.name in given}
         for table, kind in (("model", ModelConfig), ("train", TrainConfig))
     }
-    if resume and processes and not os.environ.get("WORLD_SIZE"):
-        _warn_when_other_processes(output, processes)
+    if resume and processes and not os.environ.get("WORLD_SIZE") and batch_tokens is None:
+        _warn_when_other_processes(output, processes)  # (tokens given again: the user's choice)
     if processes != 1:  # refused here once, not by every process with a torchrun trace
         from nmt_cli.training_run import check_model_dir
 
@@ -243,7 +242,7 @@ def _warn_when_other_processes(output: Path, processes: int) -> None:
 
     try:
         saved = _saved_processes(output, required=False)
-    except NmtError:  # a damaged meta.json: the resume itself says what is wrong
+    except (NmtError, OSError):  # a damaged or unreadable log: the resume says what is wrong
         return
     if saved is not None and saved != processes:
         warn(
@@ -304,17 +303,19 @@ def _launch_ranks(nproc: int, extra: list[str] | None = None) -> None:
     `torchrun --standalone` gives its workers (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR,
     MASTER_PORT), `extra` flags added after the user's (the last of a repeated flag counts).
 
-    The ranks start in a process group of their own: Ctrl-C and SIGTERM reach this process,
-    which passes each on once to every rank, so they save and stop together and rank 0 alone
-    says so, and a second Ctrl-C stops them at once, as in one process. When a rank fails,
-    the others are stopped. The exit code is the first failing rank's (130: interrupted)."""
-    import os
+    The ranks share a process group of their own, so a terminal's Ctrl-C reaches this process
+    alone, which passes it on once to every rank (SIGTERM and SIGHUP as SIGTERM): they save
+    and stop together and rank 0 alone says so; a second Ctrl-C stops them at once, as in one
+    process, and a third kills them (a rank waiting in a collective hears no signal). On Linux
+    a rank also gets SIGTERM if this process dies, however it dies. When a rank fails, the
+    others are stopped. The exit code is the first failing rank's (130: interrupted)."""
     import signal
-    import socket
     import subprocess
     import sys
     import time
 
+    from nmt_cli.cli.boundary import error_line
+    from nmt_cli.distributed import free_port, rank_environment
     from nmt_cli.errors import Interrupted
 
     args, skip = [], False  # (inside the ranks, `train` has refused --nproc already)
@@ -325,36 +326,47 @@ def _launch_ranks(nproc: int, extra: list[str] | None = None) -> None:
             skip = True
         elif not arg.startswith("--nproc="):
             args.append(arg)
-    with socket.socket() as free:
-        free.bind(("127.0.0.1", 0))
-        port = free.getsockname()[1]
-    base = dict(os.environ)
+    base, port = dict(os.environ), free_port()
     base.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
-    base.update(WORLD_SIZE=str(nproc), LOCAL_WORLD_SIZE=str(nproc), MASTER_ADDR="127.0.0.1",
-                MASTER_PORT=str(port))  # fmt: skip
     command = [sys.executable, "-m", "nmt_cli", *args, *(extra or [])]
     ranks: list[subprocess.Popen] = []
+    sent: list[int] = []  # the signals passed on, in order
+    prctl = _prctl()  # looked up before any fork
 
-    def pass_on(signum: int, _frame) -> None:
+    def pass_on(signum: int, _frame=None) -> None:
+        sent.append(signal.SIGTERM if signum == signal.SIGHUP else signum)
         for rank in ranks:
             if rank.poll() is None:
-                rank.send_signal(signum)
+                rank.kill() if len(sent) >= 3 else rank.send_signal(sent[-1])
 
-    previous = {sig: signal.signal(sig, pass_on) for sig in (signal.SIGINT, signal.SIGTERM)}
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, pass_on) for sig in stops}
+    failed: tuple[int, int] | None = None  # (rank, exit code) of the first seen to fail
+    deadline = None
     try:
-        for rank in range(nproc):
-            env = {**base, "RANK": str(rank), "LOCAL_RANK": str(rank)}
-            ranks.append(subprocess.Popen(command, env=env, start_new_session=True))
-        failed, deadline = 0, None
-        while any(rank.poll() is None for rank in ranks):
-            codes = [rank.returncode for rank in ranks if rank.returncode]
-            if codes and not failed:
-                failed = codes[0]
-                if failed != Interrupted.exit_code:  # the others would wait for it for ever
-                    deadline = time.monotonic() + 60
-                    pass_on(signal.SIGTERM, None)
+        for index in range(nproc):
+            env = {**base, **rank_environment(index, nproc, port)}
+            group = ranks[0].pid if ranks else 0
+            signal.pthread_sigmask(signal.SIG_BLOCK, stops)  # a signal now waits for `ranks`
+            try:
+                ranks.append(
+                    subprocess.Popen(
+                        command, env=env, process_group=group, preexec_fn=lambda: _rank_start(prctl)
+                    )
+                )
+            finally:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
+        while running := [rank for rank in ranks if rank.poll() is None]:
+            if failed is None:
+                failed = next(
+                    ((i, r.returncode) for i, r in enumerate(ranks) if r.returncode), None
+                )
+                if failed and failed[1] != Interrupted.exit_code and not sent:
+                    deadline = time.monotonic() + 60  # the others would wait for it for ever
+                    for rank in running:
+                        rank.terminate()
             if deadline is not None and time.monotonic() > deadline:
-                for rank in ranks:
+                for rank in running:
                     rank.kill()
             time.sleep(0.1)
     finally:
@@ -364,15 +376,39 @@ def _launch_ranks(nproc: int, extra: list[str] | None = None) -> None:
                 rank.wait()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    codes = [rank.returncode for rank in ranks if rank.returncode]
-    code = failed or (codes[0] if codes else 0)
-    killed = [(index, -rank.returncode) for index, rank in enumerate(ranks) if rank.returncode < 0]
-    if killed and failed < 0:  # one died first, of a signal not ours (out of memory, kill -9)
-        from nmt_cli.cli.boundary import error_line
-
-        index, number = killed[0]
+    if failed is None:
+        failed = next(((i, r.returncode) for i, r in enumerate(ranks) if r.returncode), (0, 0))
+    index, code = failed
+    if len(sent) >= 3:
+        error_line("training stopped at once (a third Ctrl-C): --resume continues from the last "
+                   "checkpoint saved")  # fmt: skip
+    elif code < 0 and -code not in sent:  # killed by a signal not ours (out of memory, kill -9)
         error_line(
-            f"training process of rank {index} was killed ({signal.Signals(number).name}) and "
+            f"training process of rank {index} was killed ({signal.Signals(-code).name}) and "
             "the others stopped: continue from the last checkpoint with --resume"
         )
     raise typer.Exit(128 - code if code < 0 else code)  # killed by signal N: 128 + N
+
+
+def _rank_start(prctl) -> None:
+    """In a rank about to run: the stop signals the launcher held while starting it let
+    through, and, with Linux's `prctl`, SIGTERM when the launcher dies (PR_SET_PDEATHSIG)."""
+    import signal
+
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
+    if prctl is not None:
+        prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+
+
+def _prctl():
+    """libc's prctl on Linux (looked up before any fork), else None."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None

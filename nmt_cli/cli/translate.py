@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from nmt_cli.cli.boundary import command_boundary
+from nmt_cli.cli.boundary import LineWarnings, command_boundary
 from nmt_cli.cli.options import (
     batch_size_option,
     beam_option,
@@ -134,7 +134,7 @@ def translate(
         replace_unk=replace_unk,
         with_attention=with_attention or replace_unk,
     )
-    warnings = _LineWarnings()
+    warnings = LineWarnings()
     write = _writer(translator, json_output, align, nbest, warnings)
     out = sys.stdout
     for number, translation in enumerate(results, start=1):
@@ -159,33 +159,7 @@ def _offering_replace():
         raise InputError(f"{exc}, or pass --on-invalid replace") from None
 
 
-class _LineWarnings:
-    """Warnings about single lines: the first `SHOWN` of each kind named one by one, then one
-    count at the end, so that a file whose every line hits a limit does not flood stderr."""
-
-    SHOWN = 5
-
-    def __init__(self) -> None:
-        self.counts: dict[str, int] = {}  # per summary: the lines of its kind so far
-
-    def line(self, message: str, summary: str) -> None:
-        """Warn `message`, or count it under `summary` once `SHOWN` such lines were named."""
-        count = self.counts[summary] = self.counts.get(summary, 0) + 1
-        if count <= self.SHOWN:
-            from nmt_cli.cli.boundary import warn
-
-            warn(message)
-
-    def finish(self) -> None:
-        from nmt_cli.cli.boundary import warn
-
-        for summary, count in self.counts.items():
-            if count > self.SHOWN:
-                more = count - self.SHOWN
-                warn(f"{more:,} more line{'s' * (more != 1)} {summary}")
-
-
-def _writer(translator, json_output: bool, align: bool, nbest: int, warnings: _LineWarnings):
+def _writer(translator, json_output: bool, align: bool, nbest: int, warnings: LineWarnings):
     from nmt_cli.cli.boundary import warn
     from nmt_cli.render.translation import as_json, as_nbest, as_text
 

@@ -472,8 +472,8 @@ def _overlap_warnings(options: PrepareOptions, stage: Path) -> tuple[str, ...]:
             found.append(
                 f"{count:,} of the {len(split):,} {name} pairs are also training pairs: scores "
                 "on them measure what the model saw, not how it translates; remove them from "
-                "the training corpus, or give no --dev-src/--test-src files and let prepare hold its "
-                "own out of the corpus (--dev-size, --test-size)"
+                "the training corpus, or give no such file and let prepare hold the set out of the "
+                "corpus (--dev-size, --test-size)"
             )
     if "dev" in given and "test" in given:
         if count := int(np.isin(given["test"], given["dev"]).sum()):
