@@ -102,9 +102,9 @@ def _refuse_inner_folder(final: Path) -> None:
     if inner is not None:
         raise InputError(
             f"{final} holds a folder, {inner.name}, so --force does not replace it (it "
-            "replaces only what nmt prepare or nmt average wrote: files alone, no folder; a "
-            f"trained model keeps checkpoints/): move {inner} out first, or choose another "
-            "output directory"
+            "replaces only a directory of files this command wrote, no folder; a trained "
+            f"model keeps checkpoints/): move {inner} out first, or choose another output "
+            "directory"
         )
 
 
