@@ -43,7 +43,17 @@ def from_environment(use_cuda: bool) -> Ranks:
         backend = "nccl" if use_cuda else "gloo"
         if use_cuda:
             torch.cuda.set_device(ranks.local_rank)
-        dist.init_process_group(backend=backend)
+        try:
+            dist.init_process_group(backend=backend)
+        except RuntimeError as exc:  # DistNetworkError, DistStoreError: no meeting place
+            from nmt_cli.errors import NmtError
+
+            where = f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}"
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise NmtError(
+                f"the training processes could not meet at {where} ({reason}): run again (a "
+                "port taken meanwhile), or check the address and port given to torchrun"
+            ) from None
     return ranks
 
 

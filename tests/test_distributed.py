@@ -181,3 +181,22 @@ def test_more_processes_than_batches_stop_with_the_reason():
     trainer.ranks = Ranks(rank=0, world=7)  # more processes than the 6 pairs' batches
     with pytest.raises(ConfigError, match="batch.* fewer than the 7 processes"):
         trainer.epoch_batches(0)
+
+
+def test_a_meeting_port_taken_is_one_line_not_a_traceback(monkeypatch):
+    """The launcher picks a free port and rank 0 binds it later: taken meanwhile (or a wrong
+    torchrun address), the rank says so in one line."""
+    import socket
+
+    from nmt_cli.distributed import from_environment
+    from nmt_cli.errors import NmtError
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for name, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="2",
+                                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)).items():  # fmt: skip
+            monkeypatch.setenv(name, value)
+        with pytest.raises(NmtError, match=f"could not meet at 127.0.0.1:{port}.*run again"):
+            from_environment(use_cuda=False)
