@@ -45,10 +45,9 @@ rm -rf "$out/probe" "$out/probe.log"
 step "train: attention encoder-decoder, the update budget of $config (safety cap $cap)"
 $nmt train "$out/data" -o "$out/model" --config $config $links --max-time "$cap" --force
 
-step "translate: five test sentences (greedy)"
-# (not `tee /dev/stderr`: reopening stderr truncates it when it is a log file)
-head -n 5 $demo/test.en >&2
-head -n 5 $demo/test.en | $nmt translate -m "$out/model" --beam 1
+step "translate: five test sentences (greedy), each under its source"
+head -n 5 $demo/test.en | $nmt translate -m "$out/model" --beam 1 \
+    | paste -d '\n' <(head -n 5 $demo/test.en) <(sed 's/^/→ /')
 
 step "eval: the 500 test sentences, beam 5, BLEU by source length"
 $nmt eval -m "$out/model" --src $demo/test.en --ref $demo/test.zh --beam 5 --by-length \
