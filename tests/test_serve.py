@@ -679,10 +679,20 @@ def test_a_pool_of_processes_shares_the_requests_and_answers_as_one(
     try:  # --workers 0 on 2 cores: 2 processes of 1 thread each
         assert len(pool.workers) == 2 and pool.healthy
         assert all(w._process.is_alive() and w.device == "cpu" for w in pool.workers)
-        futures = [
-            pool.submit(TranslateRequest(lines=[line], beam=5, align=False)) for line in LINES[:8]
-        ]
-        assert [w.in_flight for w in pool.workers] == [4, 4]  # fewest in flight, first of equals
+        for worker in pool.workers:  # none answers while the 8 are sent (else a race)
+            os.kill(worker._process.pid, signal.SIGSTOP)
+        try:
+            futures = [
+                pool.submit(TranslateRequest(lines=[line], beam=5, align=False))
+                for line in LINES[:8]
+            ]
+            assert [w.in_flight for w in pool.workers] == [
+                4,
+                4,
+            ]  # fewest in flight, first of equals
+        finally:
+            for worker in pool.workers:
+                os.kill(worker._process.pid, signal.SIGCONT)
         got = [f.result(timeout=60)[0]["translation"] for f in futures]
         assert got == [expected[line] for line in LINES[:8]]
         opennmt = pool.submit(TranslateRequest(lines=[LINES[9]], beam=5, align=False), OPENNMT_API)
