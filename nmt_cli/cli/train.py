@@ -336,8 +336,12 @@ def _launch_ranks(nproc: int, extra: list[str] | None = None) -> None:
     def pass_on(signum: int, _frame=None) -> None:
         sent.append(signal.SIGTERM if signum == signal.SIGHUP else signum)
         for rank in ranks:
-            if rank.poll() is None:
-                rank.kill() if len(sent) >= 3 else rank.send_signal(sent[-1])
+            if rank.poll() is not None:
+                continue
+            if len(sent) >= 3:
+                rank.kill()
+            else:
+                rank.send_signal(sent[-1])
 
     stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     previous = {sig: signal.signal(sig, pass_on) for sig in stops}
