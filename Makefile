@@ -73,7 +73,7 @@ clean:
 	rm -rf runs .pytest_cache .ruff_cache
 
 # nmt translate on a trained model: sent/s and BLEU (greedy/beam 5 × batch 1/64 × int8,
-# --early-stop, --shortlist) in 3 interleaved rounds, each against our float run of the same
+# --early-stop, --exact-stop, --shortlist) in 3 interleaved rounds, each against our float run of the same
 # search in the same run; one-sentence latency beside a bare `import torch`; streaming memory;
 # bench/TRANSLATE.md (about 9 min). MODEL defaults to the nmt model `make bench` trained.
 BENCH_MODEL := bench/work/models/speed-nmt

@@ -42,7 +42,8 @@ class TranslationResult:
     """One timed translation of the test set."""
 
     system: str
-    search: str  # greedy, beam5, beam5-early (ours with --early-stop), beam5-shortlist
+    search: str  # greedy, beam5, beam5-early / beam5-exact (ours with --early-stop /
+    # --exact-stop), beam5-shortlist
     quantized: bool
     batch_size: int
     sentences: int
@@ -149,19 +150,19 @@ def translate(
     beam: int,
     quantize: bool = False,
     tag: str = "speed",
-    early_stop: bool = False,
+    stop: str = "",
     shortlist: bool = False,
     batch: int = 64,
     bf16: bool = False,
 ) -> TranslationResult:
     """Translate the test set once, timed, and score it against the raw reference."""
-    search = ("greedy" if beam == 1 else f"beam{beam}") + ("-early" if early_stop else "")
+    search = ("greedy" if beam == 1 else f"beam{beam}") + (f"-{stop}" if stop else "")
     search += "-shortlist" if shortlist else ""
     name = f"{tag}-{system.name}-{search}{'-int8' if quantize else ''}{'-bf16' if bf16 else ''}"
     name += f"-batch{batch}" if batch != 64 else ""
     out = layout.outputs / f"{name}.txt"
     cmd = systems.translate_command(
-        layout, system, model, beam, test, out, quantize, early_stop, shortlist, batch, bf16
+        layout, system, model, beam, test, out, quantize, stop, shortlist, batch, bf16
     )
     log = layout.log(f"{tag}-translate-{system.name}")
     result = _run(cmd, log, budget_s=TRANSLATE_LIMIT_S, grace_s=30.0)

@@ -192,6 +192,13 @@ BEAM_EARLY = _speed(
     "… with --early-stop (the peers' stopping rule), beam 5: sentences/s", "beam5-early"
 )
 BEAM_EARLY_INT8 = _speed("… with --early-stop --quantize, beam 5: sentences/s", "beam5-early", True)
+BEAM_EXACT = _speed(
+    "… with --exact-stop (each n-best provably final), beam 5: sentences/s",
+    "beam5-exact",
+)
+BEAM_EXACT_BATCH1 = _speed(
+    "… with --exact-stop, beam 5, batch 1: sentences/s", "beam5-exact", batch=1
+)
 BEAM_SHORTLIST = _speed("… with --shortlist, beam 5: sentences/s", "beam5-shortlist")
 BEAM_SHORTLIST_INT8 = _speed(
     "… with --shortlist --quantize, beam 5: sentences/s", "beam5-shortlist", True
@@ -230,6 +237,8 @@ METRICS = [
     BEAM_BATCH1,
     BEAM_EARLY,
     BEAM_EARLY_INT8,
+    BEAM_EXACT,
+    BEAM_EXACT_BATCH1,
     BEAM_SHORTLIST,
     BEAM_SHORTLIST_INT8,
     GREEDY_BF16,

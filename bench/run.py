@@ -148,26 +148,35 @@ class Bench:
                 self.models[name] = systems.checkpoint(system, self.layout.models / f"speed-{name}")
 
     def translation_jobs(self) -> list[tuple]:
-        """(system, model, beam, quantize, early stop, shortlist, batch, bf16) of every
-        translation row: greedy and beam 5 at batch 64 and beam 5 at batch 1 for every trained
-        system; ours (but nmt-bf16) also with --quantize, nmt also at beam 5 with --early-stop
-        (the stopping rule the peers use) and with --shortlist, and, where the CPU runs bfloat16 natively,
-        with --bf16 (greedy and beam 5, batch 64 and 1, and with --shortlist)."""
+        """(system, model, beam, quantize, stop, shortlist, batch, bf16) of every translation
+        row: greedy and beam 5 at batch 64 and beam 5 at batch 1 for every trained system; ours
+        (but nmt-bf16) also with --quantize, nmt also at beam 5 with --early-stop (the stopping
+        rule the peers use), with --exact-stop (batch 64 and 1: what our default stopping bound
+        saves) and with --shortlist, and, where the CPU runs bfloat16 natively, with --bf16
+        (greedy and beam 5, batch 64 and 1, and with --shortlist). `stop` is "", "early" or
+        "exact"."""
         jobs = []
         for name, model in self.models.items():
             system = SYSTEMS[name]
             if system.train_only:
                 continue
-            runs = [(beam, False, False, False, 64, False) for beam in (1, 5)]
-            runs.append((5, False, False, False, 1, False))
+            runs = [(beam, False, "", False, 64, False) for beam in (1, 5)]
+            runs.append((5, False, "", False, 1, False))
             if system.ours and system.speedups:
-                runs += [(1, True, False, False, 64, False), (5, True, False, False, 64, False)]
+                runs += [(1, True, "", False, 64, False), (5, True, "", False, 64, False)]
             if name == "nmt":
-                runs += [(5, False, True, False, 64, False), (5, True, True, False, 64, False)]
-                runs += [(5, False, False, True, 64, False), (5, True, False, True, 64, False)]
+                runs += [
+                    (5, False, "early", False, 64, False),
+                    (5, True, "early", False, 64, False),
+                ]
+                runs += [
+                    (5, False, "exact", False, 64, False),
+                    (5, False, "exact", False, 1, False),
+                ]
+                runs += [(5, False, "", True, 64, False), (5, True, "", True, 64, False)]
                 if native_bf16():
-                    runs += [(beam, False, False, False, 64, True) for beam in (1, 5)]
-                    runs += [(5, False, False, False, 1, True), (5, False, False, True, 64, True)]
+                    runs += [(beam, False, "", False, 64, True) for beam in (1, 5)]
+                    runs += [(5, False, "", False, 1, True), (5, False, "", True, 64, True)]
             jobs += [(system, model, *run) for run in runs]
         return jobs
 
@@ -179,11 +188,11 @@ class Bench:
         tests = {64: test, 1: dataset.head(test, metrics.BATCH1_SENTENCES, self.layout)}
         for round_ in range(self.args.rounds):
             for index, job in enumerate(jobs):
-                system, model, beam, quantize, early, shortlist, batch, bf16 = job
+                system, model, beam, quantize, stop, shortlist, batch, bf16 = job
                 if any(run.returncode != 0 for run in done[index]):
                     continue
                 label = f"translate {system.name} beam {beam}{' int8' if quantize else ''}"
-                label += (" early-stop" if early else "") + (" shortlist" if shortlist else "")
+                label += (f" {stop}-stop" if stop else "") + (" shortlist" if shortlist else "")
                 label += " bf16" if bf16 else ""
                 label += f" batch {batch}" if batch != 64 else ""
                 with self.rec.step(f"{label}, round {round_ + 1}"):
@@ -194,7 +203,7 @@ class Bench:
                         tests[batch],
                         beam,
                         quantize,
-                        early_stop=early,
+                        stop=stop,
                         shortlist=shortlist,
                         batch=batch,
                         bf16=bf16,

@@ -185,17 +185,18 @@ def translate_command(
     test: TestSet,
     out: Path,
     quantize: bool = False,
-    early_stop: bool = False,
+    stop: str = "",
     shortlist: bool = False,
     batch: int = 64,
     bf16: bool = False,
 ) -> Command:
-    """Translate the test set with `batch` sentences a batch and beam `beam` (1 = greedy)."""
+    """Translate the test set with `batch` sentences a batch and beam `beam` (1 = greedy);
+    ours with `stop` "early" or "exact" adds --early-stop or --exact-stop."""
     if system.ours:
         argv = [OUR_NMT, "translate", "-m", model, "-i", test.raw_src, "--beam", str(beam)]
         argv += ["--max-len", str(MAX_OUTPUT)]
         argv += ["--batch-size", str(batch), *(["--quantize"] if quantize else [])]
-        argv += ["--early-stop"] if early_stop else []
+        argv += [f"--{stop}-stop"] if stop else []
         argv += ["--shortlist"] if shortlist else []
         argv += ["--bf16"] if bf16 else []
         return Command(argv, stdout=out, output=out)

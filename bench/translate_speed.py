@@ -3,7 +3,7 @@
 For one model directory (by default the `nmt` model `make bench` trained, so nothing needs
 training first): sentences per second and BLEU on the test set for greedy and beam 5, batch 64
 (and batch 1 on the first sentences), in float32, int8 (--quantize) and bfloat16 (--bf16,
-where the CPU has AMX or AVX-512 BF16), with and without --early-stop and --shortlist, in interleaved rounds, with the median and the spread; each setting's speed-up
+where the CPU has AMX or AVX-512 BF16), with --early-stop, --exact-stop (beam 5, float32) and --shortlist, in interleaved rounds, with the median and the spread; each setting's speed-up
 over the float run of the same search and batch, per round and measured in the same run; the
 one-sentence latency from the shell beside a bare `python -c "import torch"` (alternating);
 and streaming: the line count and peak memory for 2,000 and 200,000 copies of one line, and
@@ -89,20 +89,23 @@ FLOAT = "fp32"
 PRECISION_FLAGS = {FLOAT: [], "int8": ["--quantize"], "bf16": ["--bf16"]}
 
 
-def _name(beam: int, batch: int, precision: str, early: bool, shortlist: bool) -> str:
+def _name(beam: int, batch: int, precision: str, stop: str, shortlist: bool) -> str:
     kind = "" if precision == FLOAT else f"-{precision}"
-    return f"beam{beam}-bs{batch}{kind}{'-early' if early else ''}" + (
+    return f"beam{beam}-bs{batch}{kind}{f'-{stop}' if stop else ''}" + (
         "-shortlist" if shortlist else ""
     )
 
 
 def grid(precisions: tuple[str, ...]) -> list[tuple]:
-    """(beam, batch, precision, early stop, shortlist) of every setting; the float rows first."""
+    """(beam, batch, precision, stop, shortlist) of every setting, `stop` "", "early" or
+    "exact"; the float rows first."""
     return [
-        *((b, 64, p, False, False) for b in (1, 5) for p in precisions),
-        *((5, 64, p, True, False) for p in precisions),  # the peers' stopping rule
-        *((b, 64, p, False, True) for b in (5, 1) for p in precisions),  # --shortlist
-        *((b, 1, p, False, False) for b in (1, 5) for p in precisions),  # batch 1: a subset
+        *((b, 64, p, "", False) for b in (1, 5) for p in precisions),
+        *((5, 64, p, "early", False) for p in precisions),  # the peers' stopping rule
+        (5, 64, FLOAT, "exact", False),  # what the default stopping bound saves
+        *((b, 64, p, "", True) for b in (5, 1) for p in precisions),  # --shortlist
+        *((b, 1, p, "", False) for b in (1, 5) for p in precisions),  # batch 1: a subset
+        (5, 1, FLOAT, "exact", False),
     ]
 
 
@@ -120,10 +123,11 @@ def _spread(values: list[float]) -> list[float]:
 
 
 def _row(setting: tuple, inputs: dict, command: str, signature: str) -> dict:
-    beam, batch, precision, early, shortlist = setting
+    beam, batch, precision, stop, shortlist = setting
     return {
         "search": "greedy" if beam == 1 else f"beam {beam}",
-        "early_stop": early,
+        "early_stop": stop == "early",
+        "exact_stop": stop == "exact",
         "shortlist": shortlist,
         "batch_size": batch,
         "precision": precision,
@@ -141,13 +145,13 @@ def speed_grid(args, inputs: dict) -> dict[str, dict]:
     rows: dict[str, dict] = {}
     for round_ in range(args.rounds):
         for setting in grid(args.precisions):
-            beam, batch, precision, early, shortlist = setting
+            beam, batch, precision, stop, shortlist = setting
             name = _name(*setting)
             src, ref, sentences = inputs[batch]
             out = args.work / f"{name}.txt"
             cmd = [OUR_NMT, "translate", "-m", args.model, "-i", src, "--beam", beam]
             cmd += ["--batch-size", batch, *PRECISION_FLAGS[precision]]
-            cmd += ["--early-stop"] if early else []
+            cmd += [f"--{stop}-stop"] if stop else []
             cmd += ["--shortlist"] if shortlist else []
             log = args.work / "logs" / f"{name}.log"
             run = procs.check(procs.run(cmd, log, stdout=out), name, log)
@@ -164,7 +168,7 @@ def speed_grid(args, inputs: dict) -> dict[str, dict]:
             print(json.dumps({name: row}), file=sys.stderr, flush=True)
     for row in rows.values():
         search = 1 if row["search"] == "greedy" else 5
-        base = rows[_name(search, row["batch_size"], FLOAT, False, False)]
+        base = rows[_name(search, row["batch_size"], FLOAT, "", False)]
         per_round = [b / s for s, b in zip(row["runs_s"], base["runs_s"], strict=True)]
         row["speedup"] = [round(base["seconds"] / row["seconds"], 3), *_spread(per_round)[1:]]
         row["bleu_delta"] = round(row["bleu"] - base["bleu"], 2)
@@ -239,8 +243,9 @@ def streaming(args, train_src: Path) -> list[dict]:
 
 
 def _flags(row: dict) -> str:
-    flags = [name for key, name in (("early_stop", "--early-stop"), ("shortlist", "--shortlist"))
-             if row.get(key)]  # fmt: skip
+    names = (("early_stop", "--early-stop"), ("exact_stop", "--exact-stop"),
+             ("shortlist", "--shortlist"))  # fmt: skip
+    flags = [name for key, name in names if row.get(key)]
     return "".join(f", {flag}" for flag in flags)
 
 

@@ -20,11 +20,15 @@ Conventions shared by both searches:
 - Sentences may join a running beam search between its steps (`BeamSearch.add`, given a `join`
   function for the states); each counts its own steps, so its n-best is the one it would get
   in a batch of its own.
-- Beam search stops a sentence when no live hypothesis can change its n-best (exact). With
-  `early_stop`, it also stops one once the best extension of some step has ended the sentence
-  and its n-best list is full, the rule of OpenNMT-py and Joey NMT: fewer steps, and the n-best
-  may miss a longer hypothesis that would have scored higher after length normalisation (or,
-  with nbest > 1, one that would have entered the list even without a length penalty).
+- Beam search stops a sentence when no live hypothesis can change its n-best: at any length up
+  to its limit (`lookahead=None`, exact), or by ending within `lookahead` more tokens after
+  the next (a bound that ignores the longer endings the length penalty could still favour:
+  what `nmt translate` does unless told --exact-stop, with the same translations in nearly
+  every sentence in far fewer steps when the limit is long). With `early_stop`, it also stops
+  one once the best extension of some step has ended the sentence and its n-best list is
+  full, the rule of OpenNMT-py and Joey NMT: fewer steps still, and the n-best may miss a
+  longer hypothesis that would have scored higher after length normalisation (or, with
+  nbest > 1, one that would have entered the list even without a length penalty).
 """
 
 from __future__ import annotations
@@ -360,18 +364,21 @@ def _collect_finished(
     return scores.masked_fill(ended, NEG_INF)
 
 
-def _settled(beam: _Beam, scores: torch.Tensor, own_penalty: torch.Tensor) -> torch.Tensor:
+def _settled(
+    beam: _Beam, scores: torch.Tensor, own_penalty: torch.Tensor, last_penalty: torch.Tensor
+) -> torch.Tensor:
     """Which active sentences (A,) no live hypothesis can still change the n-best of.
 
-    A live hypothesis has t tokens and will end after L in [t + 1, limit + 1] scored steps with
-    a raw score no higher than now (log-probs are <= 0). Its best final score is thus at most
-    raw / max(lp(t + 1), lp(limit + 1)), the penalty being monotone in L for any alpha; each
-    sentence's lp(t + 1) is given as `own_penalty` (A,), its lp(limit + 1) is kept with the beam.
-    If the best live bound cannot beat the n-th kept score, nothing later can enter the n-best
-    (exact up to float32 rounding, the precision the scores are summed in).
+    A live hypothesis has t tokens and will end after L in [t + 1, last] scored steps with a
+    raw score no higher than now (log-probs are <= 0). Its best final score is thus at most
+    raw / max(lp(t + 1), lp(last)), the penalty being monotone in L for any alpha; each
+    sentence's lp(t + 1) is given as `own_penalty` (A,) and its lp(last) as `last_penalty`
+    (A,). With last = limit + 1, if the best live bound cannot beat the n-th kept score,
+    nothing later can enter the n-best (exact up to float32 rounding, the precision the scores
+    are summed in); a nearer `last` is the lookahead's bound.
     """
     best_live = scores.max(dim=1).values  # (A,) -inf when nothing is live
-    return best_live / torch.maximum(beam.last_penalty, own_penalty) <= beam.bar
+    return best_live / torch.maximum(last_penalty, own_penalty) <= beam.bar
 
 
 class BeamSearch:
@@ -380,9 +387,10 @@ class BeamSearch:
     `add` puts sentences in (their encoded state and length limits) and `step` runs one step for
     every active sentence, returning the n-best lists of those it settled. Each sentence counts
     its own steps, so its n-best is the one it gets in a batch of its own. A sentence leaves as
-    soon as its n-best is settled (see `_settled`), with the same result as running its beam
-    until no live hypothesis remains; with `early_stop` it also leaves once a step's best
-    extension has ended it and its n-best is full (see the module notes).
+    soon as its n-best is settled (see `_settled`): without `lookahead`, with the same result as
+    running its beam until no live hypothesis remains; with it, once no live hypothesis could
+    enter the n-best by ending within `lookahead` tokens after the next; with `early_stop` also
+    once a step's best extension has ended it and its n-best is full (see the module notes).
 
     Sentences added to a search with active ones start with W rows (the width of the others),
     all but the first dead, so every sentence keeps W consecutive rows and a model's per-sentence
@@ -401,8 +409,11 @@ class BeamSearch:
         alpha: float = 1.0,
         early_stop: bool = False,
         join: JoinFn | None = None,
+        lookahead: int | None = None,
     ) -> None:
         check_beam_options(beam_size, nbest)
+        assert lookahead is None or lookahead >= 0, "lookahead is a number of tokens, or None"
+        self.lookahead = lookahead
         self._step, self._reorder, self._join = step, reorder, join
         self.bos, self.eos = bos, eos
         self.beam_size, self.nbest, self.alpha, self.early_stop = (
@@ -491,7 +502,11 @@ class BeamSearch:
             beam, self._finished, scores, rows, tokens, attention, self.eos, self.nbest,
             self.alpha, self._first_column,
         )  # fmt: skip
-        settled = _settled(beam, scores, self._own_penalty(own_steps + 2))  # (A,)
+        last_penalty = beam.last_penalty  # lp(limit + 1)
+        if self.lookahead is not None:
+            nearer = torch.minimum(own_steps + 2 + self.lookahead, beam.limits + 1)
+            last_penalty = self._own_penalty(nearer)
+        settled = _settled(beam, scores, self._own_penalty(own_steps + 2), last_penalty)  # (A,)
         if self.early_stop:
             beam.top_ended |= tokens[:, 0] == self.eos  # topk is sorted: column 0 is the best
             settled |= beam.top_ended & (beam.bar > NEG_INF)  # the bar is set once n-best is full
@@ -517,9 +532,9 @@ class BeamSearch:
         return done
 
     def _own_penalty(self, lengths: torch.Tensor) -> torch.Tensor:
-        """length_penalty(L) for each of `lengths` (A,), own steps + 2 (at most this step + 2),
+        """length_penalty(L) for each of `lengths` (A,), at most this step + 2 + the lookahead,
         from a table of Python floats: the same float32 values a scalar penalty gives."""
-        need = self._t + 3
+        need = self._t + 3 + (self.lookahead or 0)
         if need > len(self._penalties):
             more = range(len(self._penalties), max(need, 2 * len(self._penalties)))
             self._penalties += [length_penalty(L, self.alpha) for L in more]
@@ -539,12 +554,15 @@ def beam_search(
     nbest: int = 1,
     alpha: float = 1.0,
     early_stop: bool = False,
+    lookahead: int | None = None,
 ) -> list[list[Hypothesis]]:
     """Translate each sentence of a batch with beam search; up to `nbest` hypotheses each, best
     first (see `BeamSearch`). The first step runs on one row per sentence; its back-pointers
     expand the state to the beam."""
     assert max_lengths.shape == (batch_size,), "max_lengths must be (B,)"
-    search = BeamSearch(step, reorder, bos, eos, beam_size, nbest, alpha, early_stop)
+    search = BeamSearch(
+        step, reorder, bos, eos, beam_size, nbest, alpha, early_stop, lookahead=lookahead
+    )
     search.add(state, max_lengths)
     finished: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
     while search.active:

@@ -170,7 +170,7 @@ class Translator:
             raise ConfigError(
                 f"--max-len must be at most {longest:,} pieces ({MAX_LEN_FACTOR}× the longest "
                 f"training sentence, {self.config.train.max_len}), got {options.max_len:,}: "
-                "exact beam search runs until no hypothesis could still win, up to that limit"
+                "a sentence whose output loops (and every one under --exact-stop) runs up to that limit"
             )
         return options
 

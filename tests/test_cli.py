@@ -238,6 +238,14 @@ def test_early_stop_without_length_penalty_keeps_the_exact_output(toy_model_dir)
     assert early.stdout.count("\n") == 3
 
 
+def test_exact_stop_and_early_stop_together_are_refused(toy_model_dir):
+    result = invoke(
+        "translate", "-m", toy_model_dir, "--exact-stop", "--early-stop", input="green bird\n"
+    )
+    assert result.exit_code == 2
+    assert "--exact-stop and --early-stop" in result.stderr and result.stdout == ""
+
+
 def test_translate_json_has_attention_rows_per_piece(toy_model_dir):
     result = invoke("translate", "-m", toy_model_dir, "--json", input="apple river stone\n")
     record = json.loads(result.stdout)

@@ -304,6 +304,63 @@ def test_early_stop_fills_the_n_best_and_spends_fewer_rows(alpha: float) -> None
     assert rows[True] <= rows[False]
 
 
+# [2] ends after it with raw -0.55; [3] * 8 has the worse raw -1.0 but wins per length with
+# alpha = 1: -1.0 / lp(9) = -0.429 against -0.55 / lp(2) = -0.471.
+LONG_WINNER = {
+    (): {2: math.exp(-0.55), 3: math.exp(-1.0), 5: 1 - math.exp(-0.55) - math.exp(-1.0)},
+    **{(3,) * k: {3: 1.0} for k in range(1, 8)},
+}
+
+
+@pytest.mark.parametrize("lookahead", [0, 3, 4, 5, None])
+def test_lookahead_stops_before_a_winner_further_away_than_it_looks(
+    lookahead: int | None,
+) -> None:
+    model = PrefixModel(LONG_WINNER)
+    ((best,),) = beam_search(
+        model.step, model.reorder, [()], 1, BOS, EOS, torch.tensor([20]),
+        beam_size=2, alpha=1.0, lookahead=lookahead,
+    )  # fmt: skip
+    short, long = -0.55 / length_penalty(2, 1.0), -1.0 / length_penalty(9, 1.0)
+    assert long > short  # the long one is the exact search's winner
+    # [2] ends at step 2, when [3, 3] is live: the bound lets it end after 3 + lookahead scored
+    # steps, and its raw -1.0 beats [2] from 8 scored steps on (-1.0 / lp(7) = -0.5 does not).
+    assert -1.0 / length_penalty(8, 1.0) > short > -1.0 / length_penalty(7, 1.0)
+    found_long = lookahead is None or 3 + lookahead >= 8
+    assert best.tokens == ([3] * 8 if found_long else [2])
+    assert best.score == pytest.approx(long if found_long else short)
+
+
+@pytest.mark.parametrize("alpha", [0.6, 1.0, 2.0])
+def test_lookahead_past_every_limit_is_the_exhaustive_beam_and_a_short_one_costs_fewer_rows(
+    alpha: float,
+) -> None:
+    rows = {}
+    for lookahead in (None, max(LIMITS), 0):
+        model = MarkovModel(seed=0, eos_bias=-1.0)
+        results = run_beam(
+            model, list(range(5)), LIMITS, beam_size=4, nbest=3, alpha=alpha, lookahead=lookahead
+        )
+        rows[lookahead] = sum(model.rows)
+        if lookahead is None or lookahead == max(LIMITS):
+            for sentence, (nbest, limit) in enumerate(zip(results, LIMITS, strict=True)):
+                expected = reference_beam(model, sentence, limit, beam_size=4, alpha=alpha)[:3]
+                assert [h.tokens for h in nbest] == [tokens for tokens, _ in expected]
+    assert rows[max(LIMITS)] == rows[None]
+    assert rows[0] < rows[None]
+
+
+def test_lookahead_without_length_penalty_is_the_exact_search() -> None:
+    for seed in range(3):
+        runs = [
+            run_beam(MarkovModel(seed=seed), list(range(5)), LIMITS, beam_size=4, nbest=2,
+                     alpha=0.0, lookahead=lookahead)
+            for lookahead in (None, 0)
+        ]  # fmt: skip
+        exact, near = ([[(h.tokens, h.score) for h in n] for n in run] for run in runs)
+        assert near == exact
+
+
 def test_n_best_is_sorted_distinct_and_led_by_the_one_best() -> None:
     model = MarkovModel(seed=3)
     five = run_beam(model, list(range(5)), LIMITS, beam_size=5, nbest=5)

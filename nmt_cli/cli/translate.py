@@ -46,6 +46,13 @@ def translate(
         "is full (as OpenNMT-py and Joey NMT do): faster, may miss a longer, better-scoring one.",
         "--early-stop",
     ),
+    exact_stop: bool = _search(
+        False,
+        "Beam: keep a sentence until no hypothesis could enter its n-best at any length up to "
+        "the limit. By default it stops once none could by ending within 3 more pieces: the "
+        "same translations for nearly every sentence, in fewer steps.",
+        "--exact-stop",
+    ),
     replace_unk: bool = _search(
         False, "Replace <unk> by the most attended source piece.", "--replace-unk"
     ),
@@ -91,6 +98,7 @@ def translate(
         max_len=max_len,
         batch_size=batch_size,
         early_stop=early_stop,
+        exact_stop=exact_stop,
     ).check()
     if align and nbest > 1 and not json_output:
         from nmt_cli.errors import ConfigError
