@@ -33,7 +33,8 @@ _SPACES = re.compile(" {2,}")
 # Beam search settles a sentence once no live hypothesis could enter its n-best by ending within
 # this many tokens after the next (unless --exact-stop). Measured with --max-len 100 on three
 # Multi30k de-en models (val and test, 1,014 and 1,000 sentences): 3 gave the exact search's
-# translations in all but one of 6,028 and 1.7-1.9x its speed; 1 changed 7 of 1,014.
+# translations in all but one of 6,028 and 1.7-1.9x its speed; 1 changed 7 of 1,014. The
+# --exact-stop help and README.md name this number.
 LOOKAHEAD = 3
 SHORTLIST_COLUMN_BUCKET = 256  # a bfloat16 model's shortlist width is a multiple of this
 
@@ -54,8 +55,9 @@ class SearchOptions:
 
     @property
     def lookahead(self) -> int | None:
-        """The beam's stopping bound (see `nmt_cli.search`): None for the exact one."""
-        return None if self.exact_stop else LOOKAHEAD
+        """The beam's stopping bound (see `nmt_cli.search`): None for the exact one, which
+        --early-stop keeps beside its own rule (the peers' rule, no other bound)."""
+        return None if self.exact_stop or self.early_stop else LOOKAHEAD
 
     def check(self) -> SearchOptions:
         check_beam_options(self.beam_size, self.nbest)

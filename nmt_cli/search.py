@@ -503,9 +503,10 @@ class BeamSearch:
             self.alpha, self._first_column,
         )  # fmt: skip
         last_penalty = beam.last_penalty  # lp(limit + 1)
-        if self.lookahead is not None:
-            nearer = torch.minimum(own_steps + 2 + self.lookahead, beam.limits + 1)
-            last_penalty = self._own_penalty(nearer)
+        if self.lookahead is not None:  # lp(L) with L the nearer of own steps + 2 + lookahead
+            nearer = own_steps + 2 + self.lookahead  # and limit + 1 (the very same value then)
+            near = self._own_penalty(torch.minimum(nearer, beam.limits))
+            last_penalty = torch.where(nearer > beam.limits, last_penalty, near)
         settled = _settled(beam, scores, self._own_penalty(own_steps + 2), last_penalty)  # (A,)
         if self.early_stop:
             beam.top_ended |= tokens[:, 0] == self.eos  # topk is sorted: column 0 is the best

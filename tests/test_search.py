@@ -454,14 +454,17 @@ def _join_markov(state, other):
     return torch.cat([state[0], other[0]]), torch.cat([state[1], other[1]])
 
 
-@pytest.mark.parametrize("early_stop", [False, True])
+@pytest.mark.parametrize(
+    ("early_stop", "lookahead"), [(False, None), (True, None), (False, 0), (False, 2)]
+)
 @pytest.mark.parametrize(("beam_size", "nbest", "alpha"), [(1, 1, 1.0), (3, 2, 0.6), (5, 5, 1.0)])
 def test_sentences_joining_a_running_search_get_their_own_n_best(
-    beam_size: int, nbest: int, alpha: float, early_stop: bool
+    beam_size: int, nbest: int, alpha: float, early_stop: bool, lookahead: int | None
 ) -> None:
     model = MarkovModel(sentences=8, seed=3)
     limits = [3, 7, 0, 10, 5, 9, 2, 11]
     options = {"beam_size": beam_size, "nbest": nbest, "alpha": alpha, "early_stop": early_stop}
+    options["lookahead"] = lookahead
     alone = [run_beam(model, [s], [limits[s]], **options)[0] for s in range(8)]
     running = search.BeamSearch(model.step, model.reorder, BOS, EOS, **options, join=_join_markov)
     joining = {0: [0, 1], 1: [2], 3: [3, 4, 5], 4: [6], 9: [7]}  # step -> sentences added then

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from nmt_cli import decoding, search
+from nmt_cli.decoding import LOOKAHEAD
 from nmt_cli.translator import SearchOptions, Translator
 
 WORDS = "apple river stone cloud green quick small house light water bird tree night sun".split()
@@ -12,9 +14,9 @@ LINES = [" ".join(WORDS[(i * 5 + k) % len(WORDS)] for k in range(1 + i % 7)) for
 LINES[7] = ""  # an empty line comes back empty without a search
 
 
-def _streamed(translator, beam: int, align: bool, schedule: list[int]) -> list:
+def _streamed(translator, beam: int, align: bool, schedule: list[int], **options) -> list:
     """Translate LINES through one stream, adding schedule[k] more lines before step k."""
-    stream = translator.stream(SearchOptions(beam_size=beam), with_attention=align)
+    stream = translator.stream(SearchOptions(beam_size=beam, **options), with_attention=align)
     results, todo, k = [None] * len(LINES), list(enumerate(LINES)), 0
     while todo or stream.active:
         count = schedule[k % len(schedule)]
@@ -64,3 +66,30 @@ def test_greedy_scores_use_the_length_penalty_asked_for(toy_model_dir):
     assert [got[i].score for i in range(len(LINES))] == pytest.approx([t.score for t in want])
     default = translator.translate_chunk(LINES[:3], SearchOptions(beam_size=1))
     assert [t.score for t in default] != pytest.approx([t.score for t in want[:3]])
+
+
+@pytest.mark.parametrize(
+    ("options", "lookahead"),
+    [({}, LOOKAHEAD), ({"exact_stop": True}, None), ({"early_stop": True}, None)],
+)
+def test_every_beam_search_gets_the_stopping_bound_the_options_ask_for(
+    toy_model_dir, monkeypatch: pytest.MonkeyPatch, options: dict, lookahead: int | None
+):
+    """Batched translation and the stream alike: the lookahead by default, the exact bound
+    with --exact-stop, and with --early-stop (the peers' rule beside the exact bound)."""
+    seen = []
+
+    class Spy(search.BeamSearch):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            seen.append(self.lookahead)
+
+    monkeypatch.setattr(search, "BeamSearch", Spy)
+    monkeypatch.setattr(decoding, "BeamSearch", Spy)
+    translator = Translator.load(toy_model_dir, device="cpu")
+    wanted = SearchOptions(beam_size=3, **options).check()
+    batched = translator.translate_chunk(LINES[:4], wanted)
+    assert seen == [lookahead]
+    streamed = _streamed(translator, 3, False, schedule=[4], **options)[:4]
+    assert seen == [lookahead, lookahead]
+    assert [t.text for t in streamed] == [t.text for t in batched]
