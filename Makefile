@@ -97,7 +97,8 @@ profile: install
 # nmt serve at 1, 8 and 32 concurrent clients (sentences/s, p50/p95 latency) beside batched
 # translation (batch 64) of the same 500 sentences, 3 interleaved rounds (2-5 min per model);
 # bench/SERVE.md and bench/serve.json. BENCH_ARGS="--model DIR" for other models (default:
-# runs/demo/model, and runs/m30k-ref or runs/average-ensemble/avg-reference when present).
+# runs/demo/model, and the first present of runs/m30k-ref, runs/average-ensemble/avg-reference
+# and make bench's bench/work/models/speed-nmt).
 bench-serve: install
 	$(PY) bench/serve_bench.py $(BENCH_ARGS)
 
