@@ -31,11 +31,13 @@ from nmt_cli.specials import BOS_ID, EOS_ID
 
 _SPACES = re.compile(" {2,}")
 # Beam search settles a sentence once no live hypothesis could enter its n-best by ending within
-# this many tokens after the next (unless --exact-stop). Measured with --max-len 100 on three
-# Multi30k de-en models (val and test, 1,014 and 1,000 sentences): 3 gave the exact search's
-# translations in all but one of 6,028 and 1.7-1.9x its speed; 1 changed 7 of 1,014. The
-# --exact-stop help and README.md name this number.
-LOOKAHEAD = 3
+# this many tokens after the next (unless --exact-stop). Measured at beam 5 on Multi30k de-en
+# val (1,014 sentences, --max-len 100) with the three models of one `make bench` run, and on the
+# demo's en-zh dev and test sets: 4 gave the exact search's translations for every sentence, at
+# 1.5-2x its speed on Multi30k. 3 was as fast, but changed one demo test sentence (it dropped a
+# clause the exact search kept) and one of 1,014 for a model of another run; 2 changed 2 of
+# 1,014. The --exact-stop help and README.md name this number.
+LOOKAHEAD = 4
 SHORTLIST_COLUMN_BUCKET = 256  # a bfloat16 model's shortlist width is a multiple of this
 
 

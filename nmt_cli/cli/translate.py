@@ -49,7 +49,7 @@ def translate(
     exact_stop: bool = _search(
         False,
         "Beam: keep a sentence until no hypothesis could enter its n-best at any length up to "
-        "the limit. By default it stops once none could by ending within 3 more pieces: the "
+        "the limit. By default it stops once none could by ending within 4 more pieces: the "
         "same translations for nearly every sentence, in fewer steps.",
         "--exact-stop",
     ),
