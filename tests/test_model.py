@@ -13,7 +13,7 @@ from nmt_cli.errors import ConfigError
 from nmt_cli.loss import batch_loss
 from nmt_cli.model.attention import build_attention
 from nmt_cli.model.seq2seq import Seq2Seq
-from nmt_cli.specials import PAD_ID
+from nmt_cli.specials import BOS_ID, PAD_ID
 
 VOCAB = 40
 
@@ -246,3 +246,45 @@ def test_inference_step_through_gru_cells_equals_the_gru_module(layers, style):
     assert torch.equal(weights, weights_ref.detach())
     assert new.hidden.shape == (layers, prev.numel(), model.config.decoder_size)
     assert torch.equal(new.hidden, new_ref.hidden.detach())
+
+
+def _reference_log_probs(model: Seq2Seq, vectors: torch.Tensor) -> torch.Tensor:
+    logits = torch.nn.functional.linear(vectors, model.generator.weight, model.generator.bias)
+    logits[:, PAD_ID] = float("-inf")
+    logits[:, BOS_ID] = float("-inf")
+    return torch.log_softmax(logits, dim=-1)
+
+
+@pytest.mark.parametrize("rows", [1, 5, 33, 70])
+def test_search_output_layer_matches_the_linear_layer(rows):
+    torch.manual_seed(0)
+    model = Seq2Seq(tiny(tie_embeddings=False)).eval()
+    vectors = torch.randn(rows, model.decoder.output_size)
+    with torch.no_grad():
+        got = model.output_log_probs(vectors)
+        want = _reference_log_probs(model, vectors)
+    assert torch.allclose(got, want, atol=1e-6)
+    assert torch.equal(got.isinf(), want.isinf())
+
+
+def test_search_output_layer_follows_the_weights_after_an_update():
+    """Validation during training searches with the current weights, not a stale copy."""
+    torch.manual_seed(0)
+    model = Seq2Seq(tiny(tie_embeddings=False)).eval()
+    vectors = torch.randn(4, model.decoder.output_size)
+    with torch.no_grad():
+        before = model.output_log_probs(vectors)
+        model.generator.weight.mul_(-2.0)  # an optimizer step changes the weight in place
+        after = model.output_log_probs(vectors)
+        want = _reference_log_probs(model, vectors)
+    assert not torch.allclose(before, after)
+    assert torch.allclose(after, want, atol=1e-6)
+
+
+def test_output_layer_keeps_gradients_with_grad_enabled():
+    torch.manual_seed(0)
+    model = Seq2Seq(tiny(tie_embeddings=False))
+    vectors = torch.randn(3, model.decoder.output_size)
+    model.output_log_probs(vectors)[:, 5:].sum().backward()
+    assert model.generator.weight.grad is not None
+    assert model.generator.weight.grad.abs().sum() > 0

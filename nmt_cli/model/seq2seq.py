@@ -32,6 +32,7 @@ class Seq2Seq(nn.Module):
         self.encoder = Encoder(config, src_embedding)
         self.decoder = Decoder(config, tgt_embedding, self.encoder.output_size)
         self.generator = nn.Linear(self.decoder.output_size, config.tgt_vocab_size)
+        self._columns = ColumnMajor()  # the output layer's weight as the search multiplies by it
         self._init_weights()
         if config.tie_embeddings:
             self.generator.weight = tgt_embedding.weight
@@ -82,7 +83,11 @@ class Seq2Seq(nn.Module):
 
     def output_log_probs(self, vectors: torch.Tensor) -> torch.Tensor:
         """Float32 log-probs (N, V) of attentional vectors (N, O), PAD and BOS closed."""
-        logits = padded_rows(self.generator, self.decoder.row_bucket, vectors).float()
+        generator = self.generator
+        if type(generator) is nn.Linear and ColumnMajor.applies(generator.weight):
+            logits = self._columns.linear(generator.weight, generator.bias, vectors)
+        else:
+            logits = padded_rows(self.generator, self.decoder.row_bucket, vectors).float()
         logits[:, PAD_ID] = float("-inf")
         logits[:, BOS_ID] = float("-inf")
         return torch.log_softmax(logits, dim=-1)
@@ -136,6 +141,43 @@ class _ClosedColumns:
         return self.rows
 
 
+class ColumnMajor:
+    """A float32 CPU layer's weight (V, O), kept transposed and contiguous (O, V) for inference.
+
+    nn.Linear hands MKL the transposed view of its weight; for the few rows of a search step,
+    MKL multiplies by the contiguous transpose much faster: at 8,000 × 512 on a 2-core Xeon,
+    5 rows took 0.34 ms instead of 0.60, 32 rows 1.20 instead of 1.76, and 64 rows or more
+    the same. The product is the same sum; for fewer than about 20 rows MKL adds it up in
+    another order, so a logit may differ in its last bit. The copy is rebuilt whenever the
+    weight changes in place (an optimizer step), so validation during training sees the
+    current weights. With gradients on, or for int8, bfloat16 and GPU layers, nn.Linear runs.
+    """
+
+    def __init__(self):
+        self._key: tuple[int, int] | None = None
+        self._columns: torch.Tensor | None = None
+
+    @staticmethod
+    def applies(weight: torch.Tensor) -> bool:
+        return (
+            weight.dtype == torch.float32
+            and weight.device.type == "cpu"
+            and not torch.is_grad_enabled()
+        )
+
+    def linear(
+        self, weight: torch.Tensor, bias: torch.Tensor | None, rows: torch.Tensor
+    ) -> torch.Tensor:
+        """nn.functional.linear(rows, weight, bias) for rows (N, O): (N, V)."""
+        # an inference tensor (made under torch.inference_mode) has no version; nothing trains it
+        key = (weight.data_ptr(), -1 if weight.is_inference() else weight._version)
+        if self._key != key:
+            self._columns, self._key = weight.detach().t().contiguous(), key
+        if bias is None:
+            return torch.mm(rows, self._columns)
+        return torch.addmm(bias, rows, self._columns)
+
+
 @dataclass(frozen=True)
 class OutputLayer:
     """The output layer's weight (V, O) and bias, read once: float tensors, or int8 ones for a
@@ -159,6 +201,9 @@ class OutputLayer:
         if not self.quantized:
             weight = weight.index_select(0, ids)
             bias = None if bias is None else bias.index_select(0, ids)
+            if ColumnMajor.applies(weight):
+                columns = ColumnMajor()
+                return lambda vectors: columns.linear(weight, bias, vectors)
             return lambda vectors: nn.functional.linear(vectors, weight, bias)
         import warnings
 
