@@ -97,6 +97,10 @@ def test_unusable_files_are_named(tmp_path, kind, role):
         (["--by-length", "--src", SRC, "--buckets", "0,10"], "increasing positive"),
         (["--save-hyp", "out.txt"], "add -m MODEL_DIR"),
         (["--bf16"], "drop --bf16"),
+        (["--beam", "5"], "drop --beam"),
+        (["--batch-size", "8"], "drop --batch-size"),
+        (["--device", "cpu"], "drop --device"),
+        (["--threads", "1"], "drop --threads"),
     ],
     ids=[
         "unknown-metric",
@@ -108,6 +112,10 @@ def test_unusable_files_are_named(tmp_path, kind, role):
         "buckets-zero",
         "save-hyp-without-model",
         "bf16-without-model",
+        "beam-without-model",
+        "batch-size-without-model",
+        "device-without-model",
+        "threads-without-model",
     ],
 )
 def test_bad_options_give_one_line(args, fragment):

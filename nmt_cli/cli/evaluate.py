@@ -26,6 +26,7 @@ from nmt_cli.cli.options import (
 
 @command_boundary
 def evaluate(
+    context: typer.Context,
     hyp: Path | None = given(
         "--hyp", "Translations to score, one sentence per line (plain or .gz; - for stdin).", "FILE"
     ),
@@ -73,7 +74,7 @@ def evaluate(
     with_length = by_length or plot is not None
     model = model or None  # an empty list: no -m
     _check_sources(hyp, model, refs_paths, src, with_length)
-    _check_model_options(model, save_hyp, bf16)
+    _check_model_options(context, model, save_hyp, bf16)
     inputs = [hyp, src, compare, *refs_paths, *(model or [])]
     if save_hyp is not None:
         from nmt_cli.atomic import check_output_file
@@ -150,14 +151,31 @@ def _check_sources(
         raise ConfigError("--by-length and --plot measure source sentences: add --src FILE")
 
 
-def _check_model_options(model: list[Path] | None, save_hyp: Path | None, bf16: bool) -> None:
+def _check_model_options(
+    context: typer.Context, model: list[Path] | None, save_hyp: Path | None, bf16: bool
+) -> None:
     """Raise an NmtError for translation options that cannot work, before any work is done."""
     from nmt_cli.errors import ConfigError
 
     if model is None and save_hyp is not None:
         raise ConfigError("--save-hyp writes the translations of -m: add -m MODEL_DIR")
-    if model is None and bf16:  # --hyp: nothing is translated, so nothing would change
+    if model is not None:
+        return
+    if bf16:  # --hyp: nothing is translated, so nothing would change
         raise ConfigError("--bf16 is how -m translates; --hyp is scored as given: drop --bf16")
+    for name in _given_on_the_command_line(context, ("beam", "batch_size", "device", "threads")):
+        flag = "--" + name.replace("_", "-")
+        raise ConfigError(f"{flag} is how -m translates; --hyp is scored as given: drop {flag}")
+
+
+def _given_on_the_command_line(context: typer.Context, names: tuple[str, ...]) -> list[str]:
+    """Those of the parameters `names` the user set (not left at their defaults)."""
+
+    def given(name: str) -> bool:
+        source = context.get_parameter_source(name)
+        return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+    return [name for name in names if given(name)]
 
 
 def _parse_metrics(text: str) -> list[str]:
