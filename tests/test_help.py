@@ -48,4 +48,6 @@ def test_train_help_shows_the_built_in_value_of_each_setting():
     assert f"dot, general, additive or none. [default: {ModelConfig().attention}]" in shown
     feed = "input-feed" if ModelConfig().input_feed else "no-input-feed"
     assert f"Luong input feeding. [default: {feed}]" in shown  # a flag pair: the one in force
+    assert f"auto, cpu, cuda or cuda:N. [default: {TrainConfig().device}]" in shown
+    assert f"(0: torch's default, all cores). [default: {TrainConfig().threads}]" in shown
     assert "overrides the --config file, which overrides the defaults shown" in shown

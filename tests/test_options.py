@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 import typer.main
@@ -14,7 +16,14 @@ COMMANDS = typer.main.get_command(app).commands
 
 @pytest.mark.parametrize("option", ["--device", "--threads"])
 def test_a_shared_option_says_the_same_everywhere(option):
-    declared = {name: p.help for name, c in COMMANDS.items() for p in c.params if option in p.opts}
+    """One help text; train's help adds the value a --config file would otherwise leave."""
+
+    def text(help: str) -> str:
+        return re.sub(r" \[default: [^\]]*\]$", "", help)
+
+    declared = {
+        name: text(p.help) for name, c in COMMANDS.items() for p in c.params if option in p.opts
+    }
     assert len(declared) >= 3, declared  # train, translate, align
     assert len(set(declared.values())) == 1, declared
 

@@ -55,12 +55,12 @@ def model_option(
     return typer.Option(default, "-m", "--model", metavar="MODEL_DIR", help=help)
 
 
-def device_option(default: str | None = "auto", panel: str | None = None) -> Any:
-    return typer.Option(default, "--device", help=DEVICE_HELP, rich_help_panel=panel)
+def device_option(panel: str | None = None) -> Any:
+    return typer.Option("auto", "--device", help=DEVICE_HELP, rich_help_panel=panel)
 
 
-def threads_option(default: int | None = 0, panel: str | None = None) -> Any:
-    return typer.Option(default, "--threads", help=THREADS_HELP, rich_help_panel=panel)
+def threads_option(panel: str | None = None) -> Any:
+    return typer.Option(0, "--threads", help=THREADS_HELP, rich_help_panel=panel)
 
 
 def beam_option(panel: str | None = None, help: str = BEAM_HELP) -> Any:

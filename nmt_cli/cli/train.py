@@ -10,7 +10,7 @@ from typing import Any
 import typer
 
 from nmt_cli.cli.boundary import command_boundary
-from nmt_cli.cli.options import device_option, option, threads_option
+from nmt_cli.cli.options import DEVICE_HELP, THREADS_HELP, option
 from nmt_cli.config import ModelConfig, TrainConfig
 
 _MODEL = "Model"
@@ -108,8 +108,8 @@ def train(
         "computed once by eflomal and kept in DATA_DIR).",
     ),
     align_unit: str | None = _train("align_unit", "Units of those links: word, char or piece."),
-    device: str | None = device_option(None, _TRAIN),
-    threads: int | None = threads_option(None, _TRAIN),
+    device: str | None = _train("device", DEVICE_HELP, "--device"),
+    threads: int | None = _train("threads", THREADS_HELP, "--threads"),
 ) -> None:
     """Train the encoder–decoder with attention on a prepared data directory.
 
