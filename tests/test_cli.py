@@ -1001,3 +1001,51 @@ def test_training_goes_on_when_the_reader_of_its_log_goes_away(toy_data_dir, tmp
     assert (out / "model.pt").is_file()
     events = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
     assert events[-1]["event"] == "done" and events[-1]["step"] > 0  # trained after the reader left
+
+
+_WITH_EXIT_HOOK = (
+    "import atexit, sys\n"
+    "atexit.register(lambda: sys.stderr.write('teardown ran\\n'))\n"
+    "sys.argv = ['nmt', *sys.argv[1:]]\n"
+    "from nmt_cli.cli.app import main\n"
+    "main()\n"
+)
+
+
+def _run_with_exit_hook(*args: str, input: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", _WITH_EXIT_HOOK, *map(str, args)],
+        input=input,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_a_translation_that_succeeds_ends_without_teardown_and_with_all_its_output(
+    toy_model_dir,
+):
+    lines = [f"apple river {'stone ' * (i % 4)}".strip() for i in range(300)]
+    run = _run_with_exit_hook("translate", "-m", toy_model_dir, input="\n".join(lines) + "\n")
+    assert run.returncode == 0, run.stderr
+    assert len(run.stdout.splitlines()) == 300  # flushed before the process ended
+    assert run.stdout.endswith("\n")
+    assert "teardown ran" not in run.stderr
+
+
+def test_a_failing_command_ends_the_usual_way(toy_model_dir, tmp_path):
+    run = _run_with_exit_hook("translate", "-m", toy_model_dir, "-i", tmp_path / "missing.txt")
+    assert run.returncode == 2
+    assert run.stderr.splitlines()[0].startswith("error: ")
+    assert "teardown ran" in run.stderr
+
+
+def test_commands_that_write_a_directory_end_the_usual_way(tmp_path):
+    from cli_runner import write_toy_corpus
+
+    src, tgt = write_toy_corpus(tmp_path)
+    run = _run_with_exit_hook(
+        "prepare", "--src", src, "--tgt", tgt, "--vocab-size", "60", "-o", tmp_path / "data"
+    )
+    assert run.returncode == 0, run.stderr
+    assert "teardown ran" in run.stderr

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nmt_cli.cli.boundary import LineWarnings, command_boundary
+from nmt_cli.cli.boundary import LineWarnings, command_boundary, skip_teardown_on_success
 from nmt_cli.cli.options import (
     beam_option,
     check_device_options,
@@ -105,6 +105,7 @@ def align(
     threads: int = threads_option(),
 ) -> None:
     """Word alignments from attention (or saliency): heatmaps, Pharaoh links, AER against gold."""
+    skip_teardown_on_success()  # nothing to clean up: end at once on success
     import sys
     from dataclasses import replace
 

@@ -145,4 +145,10 @@ def main() -> None:
     if sys.stdout is None:  # started with stdout closed (`nmt translate >&-`)
         sys.stderr.write("error: standard output is closed: redirect it to a file or /dev/null\n")
         raise SystemExit(2)
-    app()
+    try:
+        app()
+    except SystemExit as done:
+        from nmt_cli.cli.boundary import end_without_teardown
+
+        end_without_teardown(done.code)
+        raise

@@ -126,5 +126,34 @@ def command_boundary(func: F) -> F:
 _FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
 
 
+_skip_teardown = False
+
+
+def skip_teardown_on_success() -> None:
+    """End this process at once when the command succeeds, without Python's teardown.
+
+    With torch imported and a model loaded, the interpreter's cleanup at exit (freeing every
+    module, tensor and torch's own state) took 0.15-0.2 s on 2 cores: a sixth of translating
+    one sentence from the shell. For commands that leave nothing to clean up: no child
+    process or thread, every file they wrote closed, no exit hook of their own (translate,
+    eval, align). Only a success ends this way; stdout and stderr are flushed first."""
+    global _skip_teardown
+    _skip_teardown = True
+
+
+def end_without_teardown(code: int | None) -> None:
+    """os._exit(0) after a command that asked for it (`skip_teardown_on_success`) succeeded;
+    returns, for the usual exit, on anything else (or when the last flush fails)."""
+    if not _skip_teardown or code not in (0, None):
+        return
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except (OSError, ValueError):  # a closed pipe or a full disk: the usual exit reports it
+        return
+    os._exit(0)
+
+
 def _stdout_to_devnull() -> None:
     _to_devnull(sys.stdout)

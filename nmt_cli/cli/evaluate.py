@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from nmt_cli.cli.boundary import command_boundary
+from nmt_cli.cli.boundary import command_boundary, skip_teardown_on_success
 from nmt_cli.cli.options import (
     batch_size_option,
     beam_option,
@@ -68,6 +68,7 @@ def evaluate(
     threads: int = threads_option(),
 ) -> None:
     """Score translations with sacreBLEU, by source length, or against a second system."""
+    skip_teardown_on_success()  # nothing to clean up: end at once on success
     from nmt_cli.evaluate import evaluate_corpus
 
     refs_paths = list(ref or [])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from nmt_cli.cli.boundary import LineWarnings, command_boundary
+from nmt_cli.cli.boundary import LineWarnings, command_boundary, skip_teardown_on_success
 from nmt_cli.cli.options import (
     batch_size_option,
     beam_option,
@@ -79,6 +79,7 @@ def translate(
     terminal too (and no --json, --align or --nbest is asked for), each translation is shown
     with where the model looked beneath it; Ctrl-D ends.
     """
+    skip_teardown_on_success()  # nothing to clean up: end at once on success
     import sys
 
     from nmt_cli.lines import (
