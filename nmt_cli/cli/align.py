@@ -62,14 +62,14 @@ def align(
     ),
     corpus_prior: float = _extract(
         0.0,
-        "Second pass: mix this share (0-1) of each word pair's link rate over the whole "
+        "Second pass: mix this share [0, 1) of each word pair's link rate over the whole "
         "input into the weights, thresholds then apply to the mix (0.5 recommended; output "
         "comes after the input ends; views show the models' own weights); 0: off.",
     ),
     link_prior: float | None = _extract(
         None,
         "Multiply the weights with the link rates of the model's training pairs (kept by "
-        "`nmt train --guided-alignment`), at this share (0-1) of the product; thresholds then "
+        "`nmt train --guided-alignment`), at this share [0, 1) of the product; thresholds then "
         "apply to the product (default: 0.8 for a guided model, at its --unit); 0: off.",
     ),
     shift: int | None = _extract(
@@ -203,7 +203,9 @@ def align(
     if pair_files is not None:
         name = pair_files.describe()
         cut = LineWarnings()
-        pairs = _warn_when_cut(checked_pairs(read_pairs(pair_files), name), translator, name, cut)
+        pairs = _warn_when_cut(
+            checked_pairs(read_pairs(pair_files), name), translator, name, cut, output, options.unit
+        )
         output.run(align_pairs(translator, pairs, options, reverse, rates))
         cut.finish()
         return
@@ -212,7 +214,7 @@ def align(
     lines = UntilError(iter_lines(stream, name))
     cut = LineWarnings()
     output.run(
-        _stream_alignments(translator, reverse, options, lines, name, search, rates, gold, cut)
+        _stream_alignments(translator, reverse, options, lines, name, search, rates, output, cut)
     )
     cut.finish()
     lines.check()  # from a pipe, an unreadable line fails after every pair before it
@@ -291,9 +293,11 @@ def _single_character_rates(rates) -> bool:
     return lone_latin
 
 
-def _warn_when_cut(pairs, translator, name: str, cut: LineWarnings):
+def _warn_when_cut(pairs, translator, name: str, cut: LineWarnings, output, unit: str):
     """The pairs, with a warning for each side longer than the model reads (its words past
-    that get no links): the first few named, the rest counted by `cut`."""
+    that get no links): the first few named, the rest counted by `cut`. Such a side's whole
+    length in `unit`s goes to `output.full_lengths`, for the gold links past the cut."""
+    from nmt_cli.alignment import unit_for, units
     from nmt_cli.data.clean import normalize
 
     sides = (
@@ -301,8 +305,13 @@ def _warn_when_cut(pairs, translator, name: str, cut: LineWarnings):
         ("target", translator.tgt_tokenizer, translator.max_target_pieces, "the longest output's"),
     )
     for number, pair in enumerate(pairs, start=1):
-        for text, (side, tokenizer, limit, whose) in zip(pair, sides, strict=True):
-            if len(tokenizer.encode(normalize(text))) > limit:  # as `nmt align` encodes it
+        for index, (text, (side, tokenizer, limit, whose)) in enumerate(
+            zip(pair, sides, strict=True)
+        ):
+            pieces = tokenizer.encode_pieces(normalize(text))  # as `nmt align` encodes it
+            if len(pieces) > limit:
+                whole = len(units(pieces, unit_for(unit, *pair))[0])
+                output.full_lengths.setdefault(number - 1, [None, None])[index] = whole
                 cut.line(
                     f"{name} line {number}: the {side} is longer than {whose} {limit} pieces; "
                     f"aligned its first {limit} (the words after them get no links)",
@@ -405,7 +414,7 @@ def _check_lines(lines, name: str) -> None:
 
 
 def _stream_alignments(
-    translator, reverse, options, lines, name, search, rates, gold, cut: LineWarnings
+    translator, reverse, options, lines, name, search, rates, output, cut: LineWarnings
 ):
     """`src ||| tgt` lines are aligned as given; plain source lines are translated first."""
     from nmt_cli.aligner import align_pairs, align_translations, parse_fast_align
@@ -414,12 +423,16 @@ def _stream_alignments(
     form, rest = _input_form(lines, name)
     if form == "empty":
         return iter(())
-    if form == "sources" and gold is not None:  # the gold links are of other target sentences
+    if (
+        form == "sources" and output.gold_path is not None
+    ):  # the gold links are of other target sentences
         raise ConfigError(
             f"--gold scores the links of given sentence pairs, but {name} holds source "
             "sentences to translate: give `source ||| target` lines, --src/--tgt or --tsv"
         )
     if form == "pairs":
-        pairs = _warn_when_cut(parse_fast_align(rest, name), translator, name, cut)
+        pairs = _warn_when_cut(
+            parse_fast_align(rest, name), translator, name, cut, output, options.unit
+        )
         return align_pairs(translator, pairs, options, reverse, rates)
     return align_translations(translator, rest, search, options, reverse, rates)

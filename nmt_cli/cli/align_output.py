@@ -16,7 +16,9 @@ class AlignOutput:
         self.gold_path = gold
         self.png = png
         self.predicted: list[set] = []
-        self.lengths: list[tuple[int, int]] = []
+        self.lengths: list[tuple[int, int]] = []  # of each pair, in the units of its links
+        # the whole length of a side longer than the model reads, by pair index
+        self.full_lengths: dict[int, list[int | None]] = {}
         self.gold: list | None = None
         self.listed: int | None = None  # a NAACL gold: the last sentence it has a link for
         self.note: str | None = None  # said under the first view (what else the links weigh)
@@ -86,7 +88,10 @@ class AlignOutput:
                     self._save_png(first)
             if gold is not None:
                 self.predicted.append(pair.links)
-                self.lengths.append((_real(pair.src_words), _real(pair.tgt_words)))
+                whole = self.full_lengths.pop(index, (None, None))
+                self.lengths.append(
+                    (whole[0] or _real(pair.src_words), whole[1] or _real(pair.tgt_words))
+                )
         if gold is not None:
             score = self._score(gold)
             if self.png and self.predicted:  # drawn, as the links are written, once scored
@@ -170,6 +175,10 @@ class AlignOutput:
                 "third columns), or align in the direction it was made for (--src and --tgt "
                 "swapped, with a model of that direction)"
             )
+        from nmt_cli.alignment import LinkListedGold
+
+        if isinstance(gold, LinkListedGold):  # NAACL: its own numbering, read as such
+            return "give the gold links of these sentence pairs"
         return "give the gold links of these sentence pairs, counting words from 0"
 
     def _score(self, gold):
