@@ -68,6 +68,12 @@ class SearchOptions:
                 "--exact-stop and --early-stop are two rules for when a sentence is done: "
                 "give one of them"
             )
+        if self.beam_size == 1 and (self.early_stop or self.exact_stop):
+            flag = "--early-stop" if self.early_stop else "--exact-stop"
+            raise ConfigError(
+                f"{flag} is a rule of beam search; --beam 1 is greedy, which ends each sentence "
+                f"at its first EOS: drop {flag}, or give --beam 2 or more"
+            )
         if self.batch_size < 1:
             raise ConfigError(f"--batch-size must be ≥ 1, got {self.batch_size}")
         if self.max_len < 0:

@@ -166,6 +166,8 @@ def checked_settings(
     config = _with_vocab(
         config, Tokenizer(data.src_spm).vocab_size, Tokenizer(data.tgt_spm).vocab_size
     )
+    if base is None:  # (a model saved before this check trains on as it was)
+        _check_input_feed(config.model)
     _ = data.dev_references  # a damaged dev reference fails now (read once, kept for BLEU)
     device = pick_device(config.train.device)  # an absent GPU is refused here
     t = config.train
@@ -179,6 +181,21 @@ def checked_settings(
 
         check_bf16(device, BF16_FLAG, BF16_FIX)
     return data, config
+
+
+def _check_input_feed(model) -> None:
+    """Input feeding exists only for a Luong decoder with attention: refuse it elsewhere,
+    rather than train without it under a config that says it is on."""
+    if not model.input_feed or (model.decoder_style == "luong" and model.attention != "none"):
+        return
+    if model.attention == "none":
+        why = "--attention none has no attentional vector to feed"
+    else:
+        why = "a bahdanau decoder reads the context before its RNN step instead"
+    raise ConfigError(
+        f"--input-feed feeds a Luong decoder's attentional vector into its next step, and {why}: "
+        "add --no-input-feed (or input_feed = false in the --config file)"
+    )
 
 
 def _stopped_at_once(output: Path) -> str:

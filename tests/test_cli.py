@@ -30,6 +30,8 @@ def test_every_command_has_help(command):
          "--beam, --nbest); see 'nmt translate -h'"),
         (["train"], "error: missing argument 'data_dir'; see 'nmt train -h'"),
         (["frob"], "error: no such command 'frob'; see 'nmt -h'"),
+        (["transalte"], "error: no such command 'transalte': did you mean 'translate'; see "
+         "'nmt -h'"),
         (["translate", "-m"], "error: option '-m' requires an argument; see 'nmt translate -h'"),
         (["--frob"], "error: no such option: --frob; see 'nmt -h'"),
     ],
@@ -297,6 +299,26 @@ def test_align_forced_pairs_give_pharaoh_lines(toy_model_dir):
     assert links and all(0 <= i < 3 and 0 <= j < 3 for i, j in links)
 
 
+def test_gold_links_past_the_models_cut_count_as_missed_not_as_errors(toy_model_dir, tmp_path):
+    """A gold link to a word the model did not read (the source is cut at its length) lies
+    inside the sentence: it is scored (missed), and a gold file of the other direction is
+    still recognised as such."""
+    from nmt_cli import checkpoint
+
+    limit = checkpoint.load_model(toy_model_dir, "cpu").config.train.max_len
+    words = limit + 6  # "apple" alone is more than one piece: well past the cut
+    text = f"{' '.join(['apple'] * words)} ||| RIVER APPLE\n"
+    gold = tmp_path / "gold.align"
+    gold.write_text(f"0-0 {words - 1}-1\n")
+    result = invoke("align", "-m", toy_model_dir, "--view", "none", "--gold", gold, input=text)
+    assert result.exit_code == 0, result.output
+    assert "AER" in result.stderr and "longer than the model's" in result.stderr
+    gold.write_text(f"0-0 1-{words - 1}\n")  # target-source links
+    swapped = invoke("align", "-m", toy_model_dir, "--view", "none", "--gold", gold, input=text)
+    assert swapped.exit_code == 2
+    assert "every gold link fits with its two numbers swapped" in swapped.stderr
+
+
 def test_align_warns_of_a_source_longer_than_the_model_reads(toy_model_dir):
     from nmt_cli import checkpoint
 
@@ -351,6 +373,8 @@ def test_train_refuses_existing_model_without_resume(toy_data_dir, toy_model_dir
         (["--attention", "bogus"], "--attention"),
         (["--hidden-size", "-3"], "--hidden-size"),
         (["--max-time", "soon"], "--max-time"),
+        (["--decoder-style", "bahdanau", "--input-feed"], "a bahdanau decoder reads the context"),
+        (["--attention", "none", "--input-feed"], "--attention none has no attentional vector"),
     ],
 )
 def test_train_bad_option_values(toy_data_dir, tmp_path, args, message):
@@ -486,6 +510,17 @@ def test_the_train_log_says_when_the_teacher_aligns_and_counts_epochs_as_its_ste
     done = {"step": 529, "epoch": 3, "epochs_finished": 2, "batch_index": 17, "best_bleu": 1.0,
             "best_step": 500, "best_by": "bleu", "train_seconds": 5.0}  # fmt: skip
     assert "529 steps, epoch 3," in display._line("done", done)  # 2 complete, in the third
+
+
+@pytest.mark.parametrize("flag", ["--early-stop", "--exact-stop"])
+def test_a_beam_stopping_rule_with_greedy_search_is_refused(toy_model_dir, flag):
+    result = invoke("translate", "-m", toy_model_dir, "--beam", "1", flag, input="green bird\n")
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"error: {flag} is a rule of beam search; --beam 1 is greedy, which ends each sentence "
+        f"at its first EOS: drop {flag}, or give --beam 2 or more\n"
+    )
+    assert result.stdout == ""
 
 
 def test_align_stops_at_the_first_pair_the_gold_file_has_no_line_for(toy_model_dir, tmp_path):
@@ -885,9 +920,9 @@ def test_translate_says_which_translations_reached_the_length_limit(toy_model_di
     records = [json.loads(line) for line in capped.stdout.splitlines()]
     assert [len(r["pieces"]) <= 2 for r in records] == [True, True]
     for number, record in enumerate(records, start=1):
-        warned = f"line {number}: the translation reached its length limit" in capped.stderr
-        assert warned == (len(record["pieces"]) == 2)
-    assert "line 1: the translation reached its length limit (2 pieces)" in capped.stderr
+        warned = f"<stdin> line {number}: the translation reached its length limit"
+        assert (warned in capped.stderr) == (len(record["pieces"]) == 2)
+    assert "<stdin> line 1: the translation reached its length limit (2 pieces)" in capped.stderr
     assert "cut" not in records[0]  # the JSON object keeps its keys
 
 
@@ -899,7 +934,8 @@ def test_translate_names_the_first_lines_at_a_limit_and_counts_the_rest(toy_mode
     assert cut == 9  # every line has more than one piece to say
     warnings = capped.stderr.strip().splitlines()
     named = [w for w in warnings if "the translation reached its length limit" in w]
-    assert [w.split(":")[1].strip() for w in named] == [f"line {n}" for n in range(1, 6)]
+    assert [w.split(":")[1].strip() for w in named] == [f"<stdin> line {n}" for n in range(1, 6)]
+    assert "limit (1 piece) and ends there" in named[0]
     assert warnings[-1] == (
         "warning: 4 more lines at the length limit (the first 5 are named above): raise "
         "--max-len (or --max-len-ratio) if translations are cut short"

@@ -83,9 +83,15 @@ def train(
         "the runs before it, as --max-steps does, and keeps the budget unless given a new one "
         "(0: no limit).",
     ),
-    valid_every: int | None = _train("valid_every", "Validate every N updates."),
+    valid_every: int | None = _train(
+        "valid_every",
+        "Validate (dev loss and BLEU) and save a checkpoint every N updates, at the end of every "
+        "epoch and at the end.",
+    ),
     log_every: int | None = _train("log_every", "Report progress every N updates."),
-    patience: int | None = _train("patience", "Early stopping after N validations without gain."),
+    patience: int | None = _train(
+        "patience", "Stop after N validations in a row without a better dev score (0: never)."
+    ),
     seed: int | None = _train("seed", "Random seed."),
     keep_checkpoints: int | None = _train(
         "keep_checkpoints",

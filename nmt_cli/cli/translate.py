@@ -144,7 +144,7 @@ def translate(
         with_attention=with_attention or replace_unk,
     )
     warnings = LineWarnings()
-    write = _writer(translator, json_output, align, nbest, warnings)
+    write = _writer(translator, json_output, align, nbest, warnings, name)
     out = sys.stdout
     for number, translation in enumerate(results, start=1):
         out.write(write(number, translation))
@@ -168,7 +168,9 @@ def _offering_replace():
         raise InputError(f"{exc}, or pass --on-invalid replace") from None
 
 
-def _writer(translator, json_output: bool, align: bool, nbest: int, warnings: LineWarnings):
+def _writer(
+    translator, json_output: bool, align: bool, nbest: int, warnings: LineWarnings, name: str
+):
     from nmt_cli.cli.boundary import warn
     from nmt_cli.render.translation import as_json, as_nbest, as_text
 
@@ -184,15 +186,17 @@ def _writer(translator, json_output: bool, align: bool, nbest: int, warnings: Li
     def write(number: int, translation) -> str:
         if translation.truncated:
             warnings.line(
-                f"line {number} is longer than the model's {limit} pieces: translated its first "
-                f"{limit}",
+                f"{name} line {number} is longer than the model's {limit} pieces: translated its "
+                f"first {limit}",
                 f"longer than the model's {limit} pieces (the first {shown} are named "
                 f"above): the first {limit} pieces of each were translated",
             )
         if translation.cut:
+            count = len(translation.pieces)
             warnings.line(
-                f"line {number}: the translation reached its length limit ({len(translation.pieces)} "
-                "pieces) and ends there: raise --max-len (or --max-len-ratio) if it is cut short",
+                f"{name} line {number}: the translation reached its length limit ({count} "
+                f"piece{'s' * (count != 1)}) and ends there: raise --max-len (or --max-len-ratio) "
+                "if it is cut short",
                 f"at the length limit (the first {shown} are named above): raise --max-len "
                 "(or --max-len-ratio) if translations are cut short",
             )

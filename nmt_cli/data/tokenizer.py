@@ -148,7 +148,7 @@ def check_training_options(vocab_size: int, model_type: str, coverage: float | N
     if vocab_size < MIN_VOCAB_SIZE:
         raise ConfigError(f"--vocab-size {vocab_size} is too small: use at least {MIN_VOCAB_SIZE}")
     if model_type not in MODEL_TYPES:
-        raise ConfigError(f"--model-type {model_type!r} is unknown: use one of {MODEL_TYPES}")
+        raise ConfigError(f"--model-type {model_type!r} is unknown: use {' or '.join(MODEL_TYPES)}")
     if coverage is not None and not 0.9 <= coverage <= 1.0:
         raise ConfigError(f"--character-coverage {coverage} is out of range: use 0.9 to 1.0")
 
