@@ -130,6 +130,11 @@ def run_training(
             f"--alignments {config.train.alignments} is not used: it trains the attention only "
             "with --guided-alignment above 0 (e.g. --guided-alignment 1)"
         )}))  # fmt: skip
+    if ranks.main and config.train.align_unit != "word" and not config.train.guided_alignment:
+        on_event(Event("warning", {"message": (
+            f"--align-unit {config.train.align_unit} is not used: it is the unit of the links "
+            "the attention is trained towards, with --guided-alignment above 0"
+        )}))  # fmt: skip
     try:
         return _train_ranked(data, output, config, ranks, resume, force, on_event)
     except _StoppedAtOnce:  # nothing saved for it (a first Ctrl-C before the trainer's

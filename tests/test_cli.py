@@ -319,6 +319,21 @@ def test_gold_links_past_the_models_cut_count_as_missed_not_as_errors(toy_model_
     assert "every gold link fits with its two numbers swapped" in swapped.stderr
 
 
+def test_align_refuses_beam_for_pairs_it_does_not_translate(toy_model_dir, tmp_path):
+    fix = "these are sentence pairs, aligned as given: drop --beam"
+    piped = invoke("align", "-m", toy_model_dir, "--beam", "3", "--view", "none",
+                   input="apple river ||| RIVER APPLE\n")  # fmt: skip
+    assert piped.exit_code == 2 and fix in piped.stderr and piped.stdout == ""
+    (tmp_path / "s").write_text("apple river\n")
+    (tmp_path / "t").write_text("RIVER APPLE\n")
+    files = invoke("align", "-m", toy_model_dir, "--src", tmp_path / "s", "--tgt", tmp_path / "t",
+                   "--beam", "3", "--view", "none")  # fmt: skip
+    assert files.exit_code == 2 and fix in files.stderr and files.stdout == ""
+    sources = invoke("align", "-m", toy_model_dir, "--beam", "3", "--view", "none",
+                     input="apple river\n")  # fmt: skip
+    assert sources.exit_code == 0 and len(sources.stdout.splitlines()) == 1, sources.output
+
+
 def test_align_warns_of_a_source_longer_than_the_model_reads(toy_model_dir):
     from nmt_cli import checkpoint
 
@@ -1016,9 +1031,11 @@ def test_alignments_without_a_guided_alignment_weight_are_reported_unused(toy_da
     result = invoke(
         "train", toy_data_dir, "-o", tmp_path / "m", "--alignments", links, "--max-steps", "2",
         "--valid-every", "2", "--emb-size", "8", "--hidden-size", "8", "--threads", "1",
+        "--align-unit", "char",
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert f"warning: --alignments {links} is not used" in result.stderr
+    assert "warning: --align-unit char is not used" in result.stderr
 
 
 def test_training_goes_on_when_the_reader_of_its_log_goes_away(toy_data_dir, tmp_path):

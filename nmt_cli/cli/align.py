@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import typer
+
 from nmt_cli.cli.boundary import LineWarnings, command_boundary, skip_teardown_on_success
 from nmt_cli.cli.options import (
     beam_option,
     check_device_options,
     device_option,
+    given_on_the_command_line,
     in_panel,
     model_option,
     option,
@@ -20,6 +23,7 @@ _extract, _output = in_panel("Extraction"), in_panel("Output")
 
 @command_boundary
 def align(
+    context: typer.Context,
     model: Path = model_option(help="Model directory (source → target) written by `nmt train`."),
     src: Path | None = option(None, "Source sentences (with --tgt).", "--src"),
     tgt: Path | None = option(None, "Target sentences (with --src).", "--tgt"),
@@ -154,6 +158,9 @@ def align(
 
         check_plot_path(png, "--png", [src, tgt, tsv, input, gold, model, reverse_model])
     pair_files, pair_count = _checked_pair_files(src, tgt, tsv, input) or (None, None)
+    beam_given = bool(given_on_the_command_line(context, ("beam",)))
+    if pair_files is not None and beam_given:
+        raise _beam_without_translation()
     translator = Translator.load(model, device=device, threads=threads)
     reverse = None
     if reverse_model:
@@ -214,7 +221,9 @@ def align(
     lines = UntilError(iter_lines(stream, name))
     cut = LineWarnings()
     output.run(
-        _stream_alignments(translator, reverse, options, lines, name, search, rates, output, cut)
+        _stream_alignments(
+            translator, reverse, options, lines, name, search, rates, output, cut, beam_given
+        )
     )
     cut.finish()
     lines.check()  # from a pipe, an unreadable line fails after every pair before it
@@ -413,8 +422,26 @@ def _check_lines(lines, name: str) -> None:
     collections.deque(parse_fast_align(rest, name) if form == "pairs" else rest, maxlen=0)
 
 
+def _beam_without_translation():
+    from nmt_cli.errors import ConfigError
+
+    return ConfigError(
+        "--beam is how source-only input is translated before it is aligned; these are "
+        "sentence pairs, aligned as given: drop --beam"
+    )
+
+
 def _stream_alignments(
-    translator, reverse, options, lines, name, search, rates, output, cut: LineWarnings
+    translator,
+    reverse,
+    options,
+    lines,
+    name,
+    search,
+    rates,
+    output,
+    cut: LineWarnings,
+    beam_given: bool = False,
 ):
     """`src ||| tgt` lines are aligned as given; plain source lines are translated first."""
     from nmt_cli.aligner import align_pairs, align_translations, parse_fast_align
@@ -431,6 +458,8 @@ def _stream_alignments(
             "sentences to translate: give `source ||| target` lines, --src/--tgt or --tsv"
         )
     if form == "pairs":
+        if beam_given:
+            raise _beam_without_translation()
         pairs = _warn_when_cut(
             parse_fast_align(rest, name), translator, name, cut, output, options.unit
         )

@@ -18,6 +18,7 @@ from nmt_cli.cli.options import (
     check_device_options,
     device_option,
     given,
+    given_on_the_command_line,
     model_option,
     option,
     threads_option,
@@ -164,19 +165,9 @@ def _check_model_options(
         return
     if bf16:  # --hyp: nothing is translated, so nothing would change
         raise ConfigError("--bf16 is how -m translates; --hyp is scored as given: drop --bf16")
-    for name in _given_on_the_command_line(context, ("beam", "batch_size", "device", "threads")):
+    for name in given_on_the_command_line(context, ("beam", "batch_size", "device", "threads")):
         flag = "--" + name.replace("_", "-")
         raise ConfigError(f"{flag} is how -m translates; --hyp is scored as given: drop {flag}")
-
-
-def _given_on_the_command_line(context: typer.Context, names: tuple[str, ...]) -> list[str]:
-    """Those of the parameters `names` the user set (not left at their defaults)."""
-
-    def given(name: str) -> bool:
-        source = context.get_parameter_source(name)
-        return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
-
-    return [name for name in names if given(name)]
 
 
 def _parse_metrics(text: str) -> list[str]:

@@ -85,3 +85,13 @@ def check_device_options(device: str, threads: int) -> None:
 
     check_device(device)
     check_threads(threads)
+
+
+def given_on_the_command_line(context: typer.Context, names: tuple[str, ...]) -> list[str]:
+    """Those of the parameters `names` the user set (not left at their defaults)."""
+
+    def given(name: str) -> bool:
+        source = context.get_parameter_source(name)
+        return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+    return [name for name in names if given(name)]
