@@ -612,6 +612,16 @@ def test_translate_refuses_align_with_an_nbest_list(toy_model_dir):
     assert both.exit_code == 0 and len(record["nbest"]) == 2 and "alignment" in record
 
 
+def test_an_empty_line_has_its_one_empty_translation_in_every_nbest_form(toy_model_dir):
+    as_json = invoke("translate", "-m", toy_model_dir, "--json", input="sun\n\n")
+    assert as_json.exit_code == 0, as_json.output
+    records = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert records[1]["nbest"] == [{"translation": "", "score": 0.0}]
+    assert records[0]["nbest"][0]["translation"] == records[0]["translation"]
+    listed = invoke("translate", "-m", toy_model_dir, "--nbest", "2", input="\n")
+    assert listed.exit_code == 0 and listed.stdout == "0 |||  ||| 0.0\n"
+
+
 def test_align_refuses_a_reverse_model_of_the_wrong_direction(toy_model_dir, tmp_path):
     import shutil
 

@@ -52,8 +52,9 @@ def as_record(translation, links: set[Link]) -> dict:
         "attention": None
         if translation.attention is None
         else [[round(float(w), 4) for w in row] for row in translation.attention],
-        "nbest": [
-            {"translation": t, "score": round(float(s), 4)} for t, s in translation.alternatives
+        "nbest": [  # an empty line has no search, and its one (empty) translation
+            {"translation": t, "score": round(float(s), 4)}
+            for t, s in translation.alternatives or [(translation.text, translation.score)]
         ],
         "truncated": translation.truncated,
     }
