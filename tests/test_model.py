@@ -281,6 +281,25 @@ def test_search_output_layer_follows_the_weights_after_an_update():
     assert torch.allclose(after, want, atol=1e-6)
 
 
+def test_search_output_layer_follows_a_fused_optimizer_step():
+    """torch's fused Adam (what `nmt train` steps with) changes the weights without counting a
+    new version of them: validation after it must still see them."""
+    torch.manual_seed(0)
+    model = Seq2Seq(tiny(tie_embeddings=False))
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.1, fused=True)
+    vectors = torch.randn(4, model.decoder.output_size)
+    for _ in range(2):  # validate, train a step, validate again
+        model.eval()
+        with torch.no_grad():
+            got = model.output_log_probs(vectors)
+            want = _reference_log_probs(model, vectors)
+        assert torch.allclose(got, want, atol=1e-6)
+        model.train()
+        model.output_log_probs(vectors)[:, 5:].sum().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
 def test_output_layer_keeps_gradients_with_grad_enabled():
     torch.manual_seed(0)
     model = Seq2Seq(tiny(tie_embeddings=False))

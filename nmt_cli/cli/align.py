@@ -319,8 +319,9 @@ def _warn_when_cut(pairs, translator, name: str, cut: LineWarnings, output, unit
         ):
             pieces = tokenizer.encode_pieces(normalize(text))  # as `nmt align` encodes it
             if len(pieces) > limit:
-                whole = len(units(pieces, unit_for(unit, *pair))[0])
-                output.full_lengths.setdefault(number - 1, [None, None])[index] = whole
+                if output.gold_path is not None:  # what the gold links must fit
+                    whole = len(units(pieces, unit_for(unit, *pair))[0])
+                    output.full_lengths.setdefault(number - 1, [None, None])[index] = whole
                 cut.line(
                     f"{name} line {number}: the {side} is longer than {whose} {limit} pieces; "
                     f"aligned its first {limit} (the words after them get no links)",

@@ -147,6 +147,9 @@ def main() -> None:
     if sys.stdout is None:  # started with stdout closed (`nmt translate >&-`)
         sys.stderr.write("error: standard output is closed: redirect it to a file or /dev/null\n")
         raise SystemExit(2)
+    from nmt_cli.cli import boundary
+
+    boundary.keep_teardown()  # until this run's command asks otherwise
     try:
         app()
     except SystemExit as done:

@@ -141,6 +141,11 @@ def skip_teardown_on_success() -> None:
     _skip_teardown = True
 
 
+def keep_teardown() -> None:
+    global _skip_teardown
+    _skip_teardown = False
+
+
 def end_without_teardown(code: int | None) -> None:
     """os._exit(0) after a command that asked for it (`skip_teardown_on_success`) succeeded;
     returns, for the usual exit, on anything else (or when the last flush fails)."""
