@@ -151,3 +151,26 @@ def test_a_resume_whose_budget_is_spent_says_so(toy_data_dir, tmp_path):
     said = " ".join(again.stderr.split())
     assert "--max-time 0.2s is spent" in said and "give a larger one" in said
     assert checkpoint.load(model / checkpoint.LAST_FILE)["progress"]["step"] == step
+
+
+def test_a_state_saved_by_an_unfused_adam_resumes_with_the_fused_one():
+    """Checkpoints written before training stepped with torch's fused Adam keep that choice in
+    their parameter groups; a resumed run still steps fused, its moments carried over."""
+    import torch
+
+    from nmt_cli.config import ModelConfig, TrainConfig
+    from nmt_cli.distributed import Ranks
+    from nmt_cli.model.seq2seq import Seq2Seq
+    from nmt_cli.updates import Updater
+
+    config = ModelConfig(src_vocab_size=20, tgt_vocab_size=20, emb_size=8, hidden_size=4)
+    model = Seq2Seq(config)
+    old = torch.optim.Adam(model.parameters(), lr=0.001)  # as before: the default, unfused
+    for p in model.parameters():
+        p.grad = torch.ones_like(p)
+    old.step()
+    update = Updater(model, TrainConfig(), torch.device("cpu"), Ranks(), lambda event: None)
+    update.restore({"optimizer": old.state_dict(), "scaler": None})
+    assert all(group["fused"] for group in update.optimizer.param_groups)
+    first = next(iter(model.parameters()))
+    assert torch.equal(update.optimizer.state[first]["exp_avg"], old.state[first]["exp_avg"])
