@@ -11,7 +11,7 @@ from typing import Any
 
 from nmt_cli import checkpoint
 from nmt_cli.config import Config, resolve
-from nmt_cli.errors import ConfigError, Interrupted
+from nmt_cli.errors import ConfigError, Interrupted, NmtError
 from nmt_cli.lock import check_not_in_use
 from nmt_cli.model.decoder import input_step_offset
 from nmt_cli.progress import Event, OnEvent, ignore
@@ -123,6 +123,7 @@ def run_training(
     from nmt_cli.distributed import from_environment, shutdown
 
     data, config = checked_settings(data_dir, output, config_file, overrides, resume)
+    created = not output.exists()
     _prepare_model_dir(output, resume, force)  # every rank checks; creating it is idempotent
     ranks = from_environment(pick_device(config.train.device).type == "cuda")
     if ranks.main and config.train.alignments and not config.train.guided_alignment:
@@ -140,6 +141,11 @@ def run_training(
     except _StoppedAtOnce:  # nothing saved for it (a first Ctrl-C before the trainer's
         # handlers are set is a plain KeyboardInterrupt: "interrupted")
         raise Interrupted(_stopped_at_once(output)) from None
+    except NmtError:  # refused before anything was written (a bad --alignments file, say):
+        if created and ranks.main:  # the directory this run made goes too, if still empty
+            with contextlib.suppress(OSError):
+                output.rmdir()
+        raise
     finally:
         shutdown()
 

@@ -1035,6 +1035,20 @@ def test_nproc_refuses_what_every_process_would_refuse_before_torchrun(
     assert not (tmp_path / "m").exists()
 
 
+def test_a_training_refused_at_its_start_leaves_no_directory_behind(toy_data_dir, tmp_path):
+    """A bad --alignments file is found once the run has made its model directory: the
+    directory goes again, and one that was there before stays."""
+    links = tmp_path / "links.txt"
+    links.write_text("0-0\n")  # one line for a corpus of many pairs
+    args = ("--guided-alignment", "1", "--alignments", links, "--max-steps", "2")
+    result = invoke("train", toy_data_dir, "-o", tmp_path / "m", *args)
+    assert result.exit_code == 2 and "training pairs" in result.stderr, result.output
+    assert not (tmp_path / "m").exists()
+    (tmp_path / "kept").mkdir()
+    again = invoke("train", toy_data_dir, "-o", tmp_path / "kept", *args)
+    assert again.exit_code == 2 and (tmp_path / "kept").is_dir()
+
+
 def test_alignments_without_a_guided_alignment_weight_are_reported_unused(toy_data_dir, tmp_path):
     links = tmp_path / "links.txt"
     links.write_text("0-0\n")
