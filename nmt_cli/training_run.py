@@ -177,7 +177,7 @@ def checked_settings(
     config = _with_vocab(
         config, Tokenizer(data.src_spm).vocab_size, Tokenizer(data.tgt_spm).vocab_size
     )
-    if base is None:  # (a model saved before this check trains on as it was)
+    if not resume:  # (a model saved before this check resumes as it was)
         _check_input_feed(config.model)
     _ = data.dev_references  # a damaged dev reference fails now (read once, kept for BLEU)
     device = pick_device(config.train.device)  # an absent GPU is refused here
