@@ -101,6 +101,10 @@ def test_unusable_files_are_named(tmp_path, kind, role):
         (["--batch-size", "8"], "drop --batch-size"),
         (["--device", "cpu"], "drop --device"),
         (["--threads", "1"], "drop --threads"),
+        (["--quantize"], "drop --quantize"),
+        (["--shortlist"], "drop --shortlist"),
+        (["--length-penalty", "0.6"], "drop --length-penalty"),
+        (["--max-len", "20"], "drop --max-len"),
     ],
     ids=[
         "unknown-metric",
@@ -116,6 +120,10 @@ def test_unusable_files_are_named(tmp_path, kind, role):
         "batch-size-without-model",
         "device-without-model",
         "threads-without-model",
+        "quantize-without-model",
+        "shortlist-without-model",
+        "length-penalty-without-model",
+        "max-len-without-model",
     ],
 )
 def test_bad_options_give_one_line(args, fragment):
@@ -240,6 +248,8 @@ def test_plot_without_matplotlib_names_the_extra(monkeypatch, tmp_path):
 class _FakeOptions:
     beam_size: int = 5
     batch_size: int = 64
+    alpha: float = 1.0
+    max_len: int = 0
 
     def check(self) -> _FakeOptions:
         return self
@@ -252,10 +262,22 @@ class _FakeTranslator:
         self.table = table
 
     @classmethod
-    def load(cls, model_dir, device="auto", threads=0, partners=(), bf16=False):
+    def load(
+        cls,
+        model_dir,
+        device="auto",
+        quantize=False,
+        threads=0,
+        shortlist=False,
+        partners=(),
+        bf16=False,
+    ):
         sources = Path(SRC).read_text(encoding="utf-8").splitlines()
         targets = Path(REF).read_text(encoding="utf-8").splitlines()
         return cls(dict(zip(sources, targets, strict=True)))
+
+    def check(self, options):
+        return options
 
     def translate_lines(self, lines, options):
         assert (options.beam_size, options.batch_size) == (2, 3)
@@ -355,3 +377,31 @@ def test_hypotheses_may_come_on_standard_input(tmp_path):
     assert short.exit_code == 2 and "<stdin> has 1 line but" in short.stderr
     twice = invoke("eval", "--hyp", "-", "--ref", "-", input="a\n")
     assert twice.exit_code == 2 and "only one file can be read from standard input" in twice.stderr
+
+
+@pytest.mark.parametrize(
+    "search",
+    [
+        ["--length-penalty", "0", "--max-len", "3"],
+        ["--quantize"],
+        ["--shortlist", "--beam", "3"],
+    ],
+    ids=["length", "quantize", "shortlist"],
+)
+def test_eval_translates_as_translate_does_with_the_same_search(toy_model_dir, tmp_path, search):
+    """`eval -m` takes translate's search and precision options, and its scores are those of
+    `translate` with them: the translations it saves are translate's, line for line."""
+    from cli_runner import invoke
+
+    src, ref = tmp_path / "a.src", tmp_path / "a.ref"
+    src.write_text("apple river stone\ngreen sun\nriver\n", encoding="utf-8")
+    ref.write_text("STONE RIVER APPLE\nSUN GREEN\nRIVER\n", encoding="utf-8")
+    translated = invoke("translate", "-m", toy_model_dir, "-i", src, *search)
+    assert translated.exit_code == 0, translated.output
+    saved = tmp_path / "hyp.txt"
+    scored = invoke("eval", "-m", toy_model_dir, "--src", src, "--ref", ref, "--save-hyp", saved,
+                    "--metrics", "bleu", *search)  # fmt: skip
+    assert scored.exit_code == 0, scored.output
+    assert saved.read_text(encoding="utf-8") == translated.stdout
+    if "--max-len" in search:
+        assert all(len(line.split()) <= 3 for line in translated.stdout.splitlines())

@@ -19,8 +19,12 @@ from nmt_cli.cli.options import (
     device_option,
     given,
     given_on_the_command_line,
+    length_penalty_option,
+    max_len_option,
     model_option,
     option,
+    quantize_option,
+    shortlist_option,
     threads_option,
 )
 
@@ -64,6 +68,10 @@ def evaluate(
     ),
     beam: int = beam_option(help="With -m: beam size (1 = greedy)."),
     batch_size: int = batch_size_option(help="With -m: sentences per batch."),
+    length_penalty: float = length_penalty_option(),
+    max_len: int = max_len_option(),
+    quantize: bool = quantize_option(),
+    shortlist: bool = shortlist_option(),
     bf16: bool = bf16_option(),
     device: str = device_option(),
     threads: int = threads_option(),
@@ -99,11 +107,14 @@ def evaluate(
     if model is not None:
         from nmt_cli.translator import SearchOptions, Translator
 
-        search = SearchOptions(beam_size=beam, batch_size=batch_size).check()
+        search = SearchOptions(
+            beam_size=beam, batch_size=batch_size, alpha=length_penalty, max_len=max_len
+        ).check()
         check_device_options(device, threads)
         translator = Translator.load(
-            model[0], device, threads=threads, partners=model[1:], bf16=bf16
+            model[0], device, quantize, threads, shortlist, partners=model[1:], bf16=bf16
         )
+        translator.check(search)
         hyps = _translate(translator, texts["src"], search, save_hyp)
         name_a = str(save_hyp or f"{' + '.join(map(str, model))} on {src}")
     sources = texts["src"] if with_length else None
@@ -165,7 +176,8 @@ def _check_model_options(
         return
     if bf16:  # --hyp: nothing is translated, so nothing would change
         raise ConfigError("--bf16 is how -m translates; --hyp is scored as given: drop --bf16")
-    for name in given_on_the_command_line(context, ("beam", "batch_size", "device", "threads")):
+    search = ("beam", "batch_size", "length_penalty", "max_len", "quantize", "shortlist")
+    for name in given_on_the_command_line(context, (*search, "device", "threads")):
         flag = "--" + name.replace("_", "-")
         raise ConfigError(f"{flag} is how -m translates; --hyp is scored as given: drop {flag}")
 

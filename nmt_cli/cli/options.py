@@ -75,6 +75,27 @@ def quantize_option(panel: str | None = None) -> Any:
     return typer.Option(False, "--quantize", help=QUANTIZE_HELP, rich_help_panel=panel)
 
 
+SHORTLIST_HELP = (
+    "Score only the target pieces likely for each sentence's source pieces (the lexical "
+    "shortlist `nmt train` writes): faster on CPU; output may differ slightly, and scores are "
+    "normalised over the shortlist."
+)
+LENGTH_PENALTY_HELP = "GNMT length penalty alpha (0 = none)."
+MAX_LEN_HELP = "Output at most N pieces for every sentence (0: the --max-len-ratio rule)."
+
+
+def shortlist_option(panel: str | None = None) -> Any:
+    return typer.Option(False, "--shortlist", help=SHORTLIST_HELP, rich_help_panel=panel)
+
+
+def length_penalty_option(panel: str | None = None) -> Any:
+    return typer.Option(1.0, "--length-penalty", help=LENGTH_PENALTY_HELP, rich_help_panel=panel)
+
+
+def max_len_option(panel: str | None = None) -> Any:
+    return typer.Option(0, "--max-len", help=MAX_LEN_HELP, rich_help_panel=panel)
+
+
 def bf16_option(panel: str | None = None) -> Any:
     return typer.Option(False, "--bf16", help=BF16_HELP, rich_help_panel=panel)
 

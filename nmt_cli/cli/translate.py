@@ -13,9 +13,12 @@ from nmt_cli.cli.options import (
     check_device_options,
     device_option,
     in_panel,
+    length_penalty_option,
+    max_len_option,
     model_option,
     option,
     quantize_option,
+    shortlist_option,
     threads_option,
 )
 
@@ -35,11 +38,9 @@ def translate(
         "(the line counted from 0, as Moses does; no feature field). The hypotheses are "
         "piece sequences: two may read the same once joined.",
     ),
-    length_penalty: float = _search(1.0, "GNMT length penalty alpha (0 = none)."),
+    length_penalty: float = length_penalty_option(_SEARCH),
     max_len_ratio: float = _search(2.0, "Output at most ratio × source pieces + 10."),
-    max_len: int = _search(
-        0, "Output at most N pieces for every sentence (0: the --max-len-ratio rule)."
-    ),
+    max_len: int = max_len_option(_SEARCH),
     early_stop: bool = _search(
         False,
         "Beam: stop a sentence once a step's best hypothesis has ended it and the n-best list "
@@ -63,13 +64,7 @@ def translate(
     on_invalid: str = _output("error", "Invalid UTF-8 input: error (with line number) or replace."),
     quantize: bool = quantize_option(),
     bf16: bool = bf16_option(),
-    shortlist: bool = option(
-        False,
-        "Score only the target pieces likely for each sentence's source pieces (the "
-        "lexical shortlist `nmt train` writes): faster on CPU; output may differ slightly, and "
-        "scores are normalised over the shortlist.",
-        "--shortlist",
-    ),
+    shortlist: bool = shortlist_option(),
     threads: int = threads_option(),
     device: str = device_option(),
 ) -> None:
