@@ -21,7 +21,7 @@ import torch
 
 from nmt_cli import checkpoint
 from nmt_cli.batching import Batch, iterate_batches, make_batches
-from nmt_cli.config import Config
+from nmt_cli.config import Config, TrainConfig
 from nmt_cli.data.datadir import DataDir
 from nmt_cli.device import pick_device, set_threads
 from nmt_cli.distributed import Ranks, barrier, broadcast, shard, sum_values
@@ -79,7 +79,20 @@ class Trainer:
             raise NmtError(
                 f"no training pair has at most {max_len} pieces on both sides; raise --max-len"
             )
+        self._warn_if_batches_are_single_sentences()
         self.guides = self._load_guides() if self.config.train.guided_alignment else None
+
+    def _warn_if_batches_are_single_sentences(self) -> None:
+        """Most targets (with EOS) longer than half of --batch-tokens: each trains alone."""
+        tokens = self.config.train.batch_tokens
+        alone = int(np.sum(2 * (self.train_tgt.lengths[self.train_rows] + 1) > tokens))
+        if 2 * alone <= len(self.train_rows):
+            return
+        self._emit(Event("warning", {"message": (
+            f"--batch-tokens {tokens} holds fewer than two of most training targets: {alone:,} of "
+            f"{len(self.train_rows):,} pairs train alone, one sentence an update (slow, noisy "
+            f"updates); give a few thousand (the default is {TrainConfig().batch_tokens:,})"
+        )}))  # fmt: skip
 
     def _load_guides(self):
         """The word links of the training pairs as piece-level attention targets: from the

@@ -1035,6 +1035,15 @@ def test_nproc_refuses_what_every_process_would_refuse_before_torchrun(
     assert not (tmp_path / "m").exists()
 
 
+def test_batches_of_one_sentence_each_are_warned_about(toy_data_dir, tmp_path):
+    small = ("--max-steps", "1", "--valid-every", "1", "--emb-size", "8", "--hidden-size", "8")
+    tiny = invoke("train", toy_data_dir, "-o", tmp_path / "a", "--batch-tokens", "5", *small)
+    assert tiny.exit_code == 0, tiny.output
+    assert "warning: --batch-tokens 5 holds fewer than two of most training targets" in tiny.stderr
+    usual = invoke("train", toy_data_dir, "-o", tmp_path / "b", "--batch-tokens", "400", *small)
+    assert usual.exit_code == 0 and "--batch-tokens" not in usual.stderr, usual.output
+
+
 def test_a_training_refused_at_its_start_leaves_no_directory_behind(toy_data_dir, tmp_path):
     """A bad --alignments file is found once the run has made its model directory: the
     directory goes again, and one that was there before stays."""
