@@ -79,8 +79,8 @@ class Trainer:
             raise NmtError(
                 f"no training pair has at most {max_len} pieces on both sides; raise --max-len"
             )
-        self._warn_if_batches_are_single_sentences()
         self.guides = self._load_guides() if self.config.train.guided_alignment else None
+        self._warn_if_batches_are_single_sentences()  # once every input is accepted
 
     def _warn_if_batches_are_single_sentences(self) -> None:
         """Most targets (with EOS) longer than half of --batch-tokens: each trains alone."""

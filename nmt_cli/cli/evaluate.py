@@ -69,7 +69,9 @@ def evaluate(
     beam: int = beam_option(help="With -m: beam size (1 = greedy)."),
     batch_size: int = batch_size_option(help="With -m: sentences per batch."),
     length_penalty: float = length_penalty_option(),
-    max_len: int = max_len_option(),
+    max_len: int = max_len_option(
+        help="With -m: output at most N pieces for every sentence (0: 2 × its pieces + 10)."
+    ),
     quantize: bool = quantize_option(),
     shortlist: bool = shortlist_option(),
     bf16: bool = bf16_option(),

@@ -92,8 +92,8 @@ def length_penalty_option(panel: str | None = None) -> Any:
     return typer.Option(1.0, "--length-penalty", help=LENGTH_PENALTY_HELP, rich_help_panel=panel)
 
 
-def max_len_option(panel: str | None = None) -> Any:
-    return typer.Option(0, "--max-len", help=MAX_LEN_HELP, rich_help_panel=panel)
+def max_len_option(panel: str | None = None, help: str = MAX_LEN_HELP) -> Any:
+    return typer.Option(0, "--max-len", help=help, rich_help_panel=panel)
 
 
 def bf16_option(panel: str | None = None) -> Any:
