@@ -451,9 +451,8 @@ def _stream_alignments(
     form, rest = _input_form(lines, name)
     if form == "empty":
         return iter(())
-    if (
-        form == "sources" and output.gold_path is not None
-    ):  # the gold links are of other target sentences
+    # the gold links are of other target sentences than those it would translate
+    if form == "sources" and output.gold_path is not None:
         raise ConfigError(
             f"--gold scores the links of given sentence pairs, but {name} holds source "
             "sentences to translate: give `source ||| target` lines, --src/--tgt or --tsv"

@@ -86,7 +86,7 @@ def evaluate(
     with_length = by_length or plot is not None
     model = model or None  # an empty list: no -m
     _check_sources(hyp, model, refs_paths, src, with_length)
-    _check_model_options(context, model, save_hyp, bf16)
+    _check_model_options(context, model, save_hyp)
     inputs = [hyp, src, compare, *refs_paths, *(model or [])]
     if save_hyp is not None:
         from nmt_cli.atomic import check_output_file
@@ -167,7 +167,7 @@ def _check_sources(
 
 
 def _check_model_options(
-    context: typer.Context, model: list[Path] | None, save_hyp: Path | None, bf16: bool
+    context: typer.Context, model: list[Path] | None, save_hyp: Path | None
 ) -> None:
     """Raise an NmtError for translation options that cannot work, before any work is done."""
     from nmt_cli.errors import ConfigError
@@ -176,9 +176,8 @@ def _check_model_options(
         raise ConfigError("--save-hyp writes the translations of -m: add -m MODEL_DIR")
     if model is not None:
         return
-    if bf16:  # --hyp: nothing is translated, so nothing would change
-        raise ConfigError("--bf16 is how -m translates; --hyp is scored as given: drop --bf16")
-    search = ("beam", "batch_size", "length_penalty", "max_len", "quantize", "shortlist")
+    # --hyp: nothing is translated, so none of these would change anything
+    search = ("beam", "batch_size", "length_penalty", "max_len", "quantize", "shortlist", "bf16")
     for name in given_on_the_command_line(context, (*search, "device", "threads")):
         flag = "--" + name.replace("_", "-")
         raise ConfigError(f"{flag} is how -m translates; --hyp is scored as given: drop {flag}")
