@@ -18,12 +18,17 @@ The rule, the same for every file and every command:
   always one line out. A NUL byte is refused in corpora (`nul="error"`: `nmt prepare`,
   `nmt align --src/--tgt/--tsv`), where it means a binary or UTF-16 file, and read as a
   space in text that is translated or scored line by line (`nul="space"`).
+- **Pipes.** A named pipe or process substitution (`--ref <(zcat ref.gz)`) is refused, as
+  reading it waits for a writer, except where a command holds it (`hold_pipes`): read to
+  its end once, kept in memory and read from there as a file, gzip included (`nmt eval`,
+  `nmt align`, whose files are test sets read twice: checked through, then used).
 """
 
 from __future__ import annotations
 
 import collections
 import gzip
+import io
 import itertools
 import os
 import stat
@@ -45,6 +50,36 @@ _CHUNK = 1 << 20  # bytes read at a time
 _BUFFER = 1 << 20
 
 
+_HELD: dict[tuple[str, int], bytes] = {}  # pipes read by `hold_pipes`: (path, inode) → bytes
+
+
+def hold_pipes(paths) -> None:
+    """Read each named pipe among `paths` (None and "-" are skipped) to its end and keep its
+    bytes, so that every later read of that path, however many, reads them: a command that
+    reads an input twice can then take `<(command)`. Other paths are left as they are, and
+    what an earlier call held is let go (a pipe is one command's input)."""
+    _HELD.clear()
+    for path in paths:
+        if path is None or str(path) == "-" or not _is_pipe(Path(path)) or _held(path) is not None:
+            continue  # (a path given twice is read once)
+        try:
+            with open(path, "rb") as pipe:
+                _HELD[(str(path), os.stat(path).st_ino)] = pipe.read()
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _held(path) -> bytes | None:
+    """The bytes `hold_pipes` read from the pipe at `path`, if it did (the same pipe: a new
+    one at that path is another inode)."""
+    if not _HELD:
+        return None
+    try:
+        return _HELD.get((str(path), os.stat(path).st_ino))
+    except (OSError, ValueError):
+        return None
+
+
 def check_on_invalid(on_invalid: str) -> None:
     """ConfigError unless `on_invalid` is one of ON_INVALID."""
     if on_invalid not in ON_INVALID:
@@ -52,7 +87,10 @@ def check_on_invalid(on_invalid: str) -> None:
 
 
 def check_regular(path: Path, what: str = "") -> None:
-    """Refuse a FIFO, socket or device: opening a FIFO waits for a writer that may never come."""
+    """Refuse a FIFO, socket or device: opening a FIFO waits for a writer that may never come
+    (a pipe held by `hold_pipes` has been read already)."""
+    if _held(path) is not None:
+        return
     if path.exists() and not path.is_dir() and not path.is_file():
         raise InputError(
             f"{what}{path} is not a regular file (a FIFO, socket or device): "
@@ -61,7 +99,9 @@ def check_regular(path: Path, what: str = "") -> None:
 
 
 def check_readable(path: Path) -> None:
-    """Raise InputError unless `path` is an existing, readable regular file."""
+    """Raise InputError unless `path` is an existing, readable regular file (or a held pipe)."""
+    if _held(path) is not None:
+        return
     if not path.exists():
         raise InputError(f"{path} does not exist: check the path")
     if path.is_dir():
@@ -79,6 +119,10 @@ def check_readable(path: Path) -> None:
 def open_binary(path: Path) -> BinaryIO:
     """Open `path` for binary reading, decompressing it when it starts with the gzip magic."""
     check_readable(path)
+    held = _held(path)
+    if held is not None:
+        stream = io.BytesIO(held)
+        return gzip.GzipFile(fileobj=stream) if held[:2] == GZIP_MAGIC else stream  # type: ignore[return-value]
     with open(path, "rb") as probe:
         compressed = probe.read(2) == GZIP_MAGIC
     return gzip.open(path, "rb") if compressed else open(path, "rb", buffering=_BUFFER)  # type: ignore[return-value]

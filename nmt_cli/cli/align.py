@@ -123,7 +123,7 @@ def align(
     from nmt_cli.cli.align_output import AlignOutput
     from nmt_cli.data.corpus import read_pairs
     from nmt_cli.errors import ConfigError
-    from nmt_cli.lines import UntilError, check_whole_input, iter_lines, open_input
+    from nmt_cli.lines import UntilError, check_whole_input, hold_pipes, iter_lines, open_input
     from nmt_cli.translator import SearchOptions, Translator
 
     if view not in ("auto", "heatmap", "links", "none"):
@@ -157,6 +157,7 @@ def align(
         from nmt_cli.render.plot import check_plot_path
 
         check_plot_path(png, "--png", [src, tgt, tsv, input, gold, model, reverse_model])
+    hold_pipes([src, tgt, tsv, gold])  # read twice (checked through, then aligned): once here
     pair_files, pair_count = _checked_pair_files(src, tgt, tsv, input) or (None, None)
     beam_given = bool(given_on_the_command_line(context, ("beam",)))
     if pair_files is not None and beam_given:

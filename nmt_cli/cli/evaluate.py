@@ -211,10 +211,12 @@ def _read_inputs(
     """Read every given file and check that they have the same number of lines."""
     from nmt_cli.errors import ConfigError
     from nmt_cli.evaluate import check_line_counts, read_lines
+    from nmt_cli.lines import hold_pipes
 
     named = {"hyp": hyp, "src": src, "compare": compare}
     if sum(str(path) == "-" for path in (*named.values(), *refs)) > 1:
         raise ConfigError("only one file can be read from standard input ('-')")
+    hold_pipes([*named.values(), *refs])  # `--hyp <(nmt translate ...)`
     texts = {key: None if path is None else read_lines(path) for key, path in named.items()}
     texts["refs"] = [read_lines(path) for path in refs]
     for path, lines in zip(refs, texts["refs"], strict=True):
