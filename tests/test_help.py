@@ -51,3 +51,18 @@ def test_train_help_shows_the_built_in_value_of_each_setting():
     assert f"auto, cpu, cuda or cuda:N. [default: {TrainConfig().device}]" in shown
     assert f"(0: torch's default, all cores). [default: {TrainConfig().threads}]" in shown
     assert "overrides the --config file, which overrides the defaults shown" in shown
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_file_options_show_one_placeholder_in_every_command(name):
+    """A file option shows typer's <path> in every command's help, not FILE in one and <path>
+    in another; directories of models keep their own name (MODEL_DIR)."""
+    import click
+
+    command = typer.main.get_command(app).commands[name]
+    for param in command.params:
+        if isinstance(param, click.Option) and isinstance(param.type, click.Path):
+            assert param.metavar in (None, "MODEL_DIR"), f"{name} {param.opts}: {param.metavar}"
+    result = CliRunner().invoke(app, [name, "--help"], env={"COLUMNS": "2000", "NO_COLOR": "1"})
+    shown = _flat(result.stdout)
+    assert " FILE " not in shown and "FILE." not in shown

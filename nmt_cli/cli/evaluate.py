@@ -33,13 +33,13 @@ from nmt_cli.cli.options import (
 def evaluate(
     context: typer.Context,
     hyp: Path | None = given(
-        "--hyp", "Translations to score, one sentence per line (plain or .gz; - for stdin).", "FILE"
+        "--hyp", "Translations to score, one sentence per line (plain or .gz; - for stdin)."
     ),
     ref: list[Path] | None = given(
-        "--ref", "Reference translations; repeat --ref for several references.", "FILE"
+        "--ref", "Reference translations; repeat --ref for several references."
     ),
     src: Path | None = given(
-        "--src", "Source sentences: what -m translates and --by-length measures.", "FILE"
+        "--src", "Source sentences: what -m translates and --by-length measures."
     ),
     model: list[Path] | None = model_option(
         None,
@@ -55,16 +55,16 @@ def evaluate(
         "10,20,30,40", "Upper bounds of the length buckets; the last is open.", "--buckets"
     ),
     plot: Path | None = given(
-        "--plot", "Also draw BLEU by length to this picture (needs matplotlib).", "FILE.png"
+        "--plot", "Also draw BLEU by length to this picture, e.g. bleu.png (needs matplotlib)."
     ),
     compare: Path | None = given(
-        "--compare", "Second system: paired bootstrap test on the first metric.", "HYP2"
+        "--compare", "A second system's translations: paired bootstrap test on the first metric."
     ),
     json_output: bool = option(
         False, "Print one JSON object on stdout instead of text lines.", "--json"
     ),
     save_hyp: Path | None = given(
-        "--save-hyp", "With -m: also write the translations to this file.", "FILE"
+        "--save-hyp", "With -m: also write the translations to this file."
     ),
     beam: int = beam_option(help="With -m: beam size (1 = greedy)."),
     batch_size: int = batch_size_option(help="With -m: sentences per batch."),
