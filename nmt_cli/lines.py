@@ -31,6 +31,7 @@ import gzip
 import io
 import itertools
 import os
+import select
 import stat
 import sys
 import zlib
@@ -443,14 +444,68 @@ def check_whole_input(
     return True
 
 
-def open_input(path: Path | None) -> tuple[BinaryIO, str]:
-    """stdin (binary) when path is None or '-'; a named pipe (`--input <(command)`) read as
-    stdin is, as it comes; else the file (plain or gzip)."""
+def open_input(path: Path | None) -> tuple[BinaryIO | Arrivals, str]:
+    """stdin (binary) when path is None or '-', and a named pipe (`--input <(command)`), read
+    as they come: a pipe as `Arrivals`; else the file (plain or gzip)."""
     if path is None or str(path) == "-":
-        return sys.stdin.buffer, "<stdin>"
+        stream = sys.stdin.buffer
+        try:
+            mode = os.fstat(stream.fileno()).st_mode
+        except (OSError, ValueError):  # no file descriptor (a test's stdin), or a closed one
+            return stream, "<stdin>"
+        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+            return Arrivals(stream.fileno()), "<stdin>"
+        return stream, "<stdin>"
     if _is_pipe(path):
-        return open(path, "rb"), str(path)  # noqa: SIM115 - the caller reads it to the end
+        pipe = open(path, "rb", buffering=0)  # noqa: SIM115 - the caller reads it to the end
+        return Arrivals(pipe.fileno(), pipe), str(path)
     return open_binary(path), str(path)
+
+
+class Arrivals:
+    """The raw lines of a pipe as they arrive, and whether the next one is there (`waiting`).
+
+    A command that translates lines in batches ends a batch when no more input is waiting,
+    instead of holding back the lines it has: a program that writes one line and waits for its
+    translation before the next gets it at once, while a pipe that is full gets whole batches.
+    (Python's buffered reader cannot say whether it holds a next line without waiting for it.)
+    """
+
+    def __init__(self, fd: int, keep: object = None):
+        self._fd, self._keep = fd, keep  # keep: the file object that owns the descriptor
+        self._buffer, self._start, self._ended = b"", 0, False
+
+    def __iter__(self) -> Iterator[bytes]:
+        while True:
+            end = self._buffer.find(b"\n", self._start)
+            if end >= 0:
+                line, self._start = self._buffer[self._start : end + 1], end + 1
+                yield line
+            elif not self._read():
+                rest, self._buffer, self._start = self._buffer[self._start :], b"", 0
+                if rest:
+                    yield rest  # a last line without a newline
+                return
+
+    def _read(self) -> bool:
+        """Add what has come to the buffer, waiting for some; False at the end of the input."""
+        if self._ended:
+            return False
+        data = os.read(self._fd, _CHUNK)
+        if not data:
+            self._ended = True
+            return False
+        self._buffer, self._start = self._buffer[self._start :] + data, 0
+        return True
+
+    def waiting(self) -> bool:
+        """True when the next line, or the end of the input, can be read without waiting."""
+        if self._ended or self._buffer.find(b"\n", self._start) >= 0:
+            return True
+        try:
+            return bool(select.select([self._fd], [], [], 0)[0])
+        except (OSError, ValueError):  # cannot tell: read on, as for a file
+            return True
 
 
 def _is_pipe(path: Path) -> bool:

@@ -147,3 +147,35 @@ def test_a_damaged_gzip_gives_the_lines_before_the_damage_as_line_by_line(
                 by_lines = _lines_or_error(iter_lines(stream, str(path), nul="error"))
             assert by_blocks == by_lines
             assert by_blocks[1] is not None  # the damage is reported
+
+
+def test_arrivals_read_a_pipe_line_by_line_and_tell_whether_the_next_has_come():
+    """`Arrivals` (stdin or a named pipe): the same raw lines as a file gives, and `waiting`
+    is True exactly when the next line (or the end) can be read without waiting."""
+    import os
+
+    from nmt_cli.lines import Arrivals
+
+    read, write = os.pipe()
+    try:
+        lines = Arrivals(read)
+        iterator = iter(lines)
+        assert not lines.waiting()  # nothing written yet: reading would wait
+        os.write(write, b"one\r\ntwo\n\nthr")
+        assert lines.waiting()
+        assert next(iterator) == b"one\r\n"
+        assert lines.waiting()  # "two" is in the buffer already
+        assert next(iterator) == b"two\n"
+        assert next(iterator) == b"\n"
+        assert not lines.waiting()  # only part of a line has come: its end would be waited for
+        os.write(write, b"ee\nfour")
+        assert next(iterator) == b"three\n"
+        os.close(write)
+        write = -1
+        assert lines.waiting()  # the end can be read at once
+        assert list(iterator) == [b"four"]  # a last line without a newline
+        assert lines.waiting()
+    finally:
+        os.close(read)
+        if write >= 0:
+            os.close(write)

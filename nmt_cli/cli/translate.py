@@ -127,6 +127,9 @@ def translate(
     lines = UntilError(iter_lines(stream, name, on_invalid))
     with_attention = align or json_output
     chunk = 1 if typed else 256  # a typed line is answered before the next is read
+    # From a pipe, a chunk also ends (and what is written goes out) when no more input is
+    # waiting: a program that writes a line and waits for its translation gets it.
+    waiting = getattr(stream, "waiting", None)
     if typed and sys.stderr.isatty():
         from nmt_cli.cli.boundary import stderr_console
 
@@ -137,13 +140,14 @@ def translate(
         chunk_size=chunk,
         replace_unk=replace_unk,
         with_attention=with_attention or replace_unk,
+        waiting=waiting,
     )
     warnings = LineWarnings()
     write = _writer(translator, json_output, align, nbest, warnings, name)
     out = sys.stdout
     for number, translation in enumerate(results, start=1):
         out.write(write(number, translation))
-        if number % chunk == 0:
+        if number % chunk == 0 or (waiting is not None and not waiting()):
             out.flush()
     out.flush()
     warnings.finish()

@@ -389,3 +389,42 @@ def test_eval_and_align_read_their_files_from_named_pipes(files, tmp_path):
         "--gold", tmp_path / "good" / "gold", "--view", "none",
     )  # fmt: skip
     assert aligned.stdout == expected.stdout
+
+
+def test_translate_answers_each_line_a_program_writes_before_the_next(toy_model_dir):
+    """A program that writes a line into a pipe and waits for its translation before the next
+    gets it: translate ends a batch when no more input has come, instead of holding the line
+    until 256 have come or the input ends."""
+    import select
+
+    command = [
+        sys.executable,
+        "-m",
+        "nmt_cli",
+        "translate",
+        "-m",
+        str(toy_model_dir),
+        "--beam",
+        "1",
+    ]
+    translate = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    answers = []
+    try:
+        for line in (b"apple river\n", b"sun\n", b"stone cloud\n"):
+            translate.stdin.write(line)
+            translate.stdin.flush()
+            ready, _, _ = select.select([translate.stdout], [], [], 60)
+            assert ready, f"no translation of {line!r} while the input stays open"
+            answers.append(translate.stdout.readline())
+    finally:
+        translate.stdin.close()
+        rest, errors = translate.stdout.read(), translate.stderr.read()
+        translate.wait(60)
+    assert translate.returncode == 0, errors
+    assert rest == b""  # every answer came before the input ended
+    at_once = subprocess.run(
+        command, input=b"apple river\nsun\nstone cloud\n", capture_output=True, timeout=120
+    )
+    assert b"".join(answers) == at_once.stdout  # the translations of the lines given at once
