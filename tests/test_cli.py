@@ -359,6 +359,23 @@ def test_align_warns_of_a_source_longer_than_the_model_reads(toy_model_dir):
     )
 
 
+def test_align_warns_of_a_source_to_translate_longer_than_the_model_reads(toy_model_dir):
+    """Source lines that align translates first are cut as translate cuts them, and said so."""
+    from nmt_cli import checkpoint
+
+    limit = checkpoint.load_model(toy_model_dir, "cpu").config.train.max_len
+    long = " ".join(["apple river"] * limit)
+    result = invoke("align", "-m", toy_model_dir, "--view", "none", input=f"sun\n{long}\nsun\n")
+    assert result.exit_code == 0, result.output
+    assert len(result.stdout.splitlines()) == 3
+    assert result.stderr.strip() == (
+        f"warning: <stdin> line 2 is longer than the model's {limit} pieces: translated and "
+        f"aligned its first {limit} (the words after them get no links)"
+    )
+    translated = invoke("translate", "-m", toy_model_dir, input=f"{long}\n")
+    assert f"line 1 is longer than the model's {limit} pieces" in translated.stderr
+
+
 def test_align_cuts_a_target_longer_than_the_model_reads_and_says_so(toy_model_dir):
     from nmt_cli import checkpoint
 

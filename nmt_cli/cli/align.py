@@ -465,4 +465,23 @@ def _stream_alignments(
             parse_fast_align(rest, name), translator, name, cut, output, options.unit
         )
         return align_pairs(translator, pairs, options, reverse, rates)
-    return align_translations(translator, rest, search, options, reverse, rates)
+    sources = _warn_when_source_cut(rest, translator, name, cut)
+    return align_translations(translator, sources, search, options, reverse, rates)
+
+
+def _warn_when_source_cut(lines, translator, name: str, cut: LineWarnings):
+    """Source lines to translate and align, with a warning for each longer than the model reads,
+    as `nmt translate` warns: only its first pieces are translated, and its later words get no
+    links (the first few named, the rest counted by `cut`)."""
+    from nmt_cli.data.clean import normalize
+
+    limit = translator.max_source_pieces
+    for number, line in enumerate(lines, start=1):
+        if len(translator.src_tokenizer.encode_pieces(normalize(line))) > limit:
+            cut.line(
+                f"{name} line {number} is longer than the model's {limit} pieces: translated and "
+                f"aligned its first {limit} (the words after them get no links)",
+                f"longer than the model's {limit} pieces (the first {cut.SHOWN} are named "
+                f"above): the first {limit} pieces of each were translated and aligned",
+            )
+        yield line
