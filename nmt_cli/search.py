@@ -271,7 +271,7 @@ def mean_join(joins: Sequence[JoinFn]) -> JoinFn:
 def check_beam_options(beam_size: int, nbest: int) -> None:
     """Reject a beam size or n-best count that cannot work, naming the fix."""
     if beam_size < 1:
-        raise ConfigError(f"--beam (the beam size) must be at least 1, got {beam_size}")
+        raise ConfigError(f"--beam must be ≥ 1, got {beam_size}")
     if not 1 <= nbest <= beam_size:
         raise ConfigError(
             f"--nbest must be between 1 and the beam size (--beam {beam_size}), got {nbest}; "

@@ -30,7 +30,7 @@ def test_every_command_has_help(command):
          "--beam, --nbest); see 'nmt translate -h'"),
         (["train"], "error: missing argument 'data_dir'; see 'nmt train -h'"),
         (["frob"], "error: no such command 'frob'; see 'nmt -h'"),
-        (["transalte"], "error: no such command 'transalte': did you mean 'translate'; see "
+        (["transalte"], "error: no such command 'transalte' (did you mean 'translate'?); see "
          "'nmt -h'"),
         (["translate", "-m"], "error: option '-m' requires an argument; see 'nmt translate -h'"),
         (["--frob"], "error: no such option: --frob; see 'nmt -h'"),
@@ -636,7 +636,7 @@ def test_an_empty_line_has_its_one_empty_translation_in_every_nbest_form(toy_mod
     assert records[1]["nbest"] == [{"translation": "", "score": 0.0}]
     assert records[0]["nbest"][0]["translation"] == records[0]["translation"]
     listed = invoke("translate", "-m", toy_model_dir, "--nbest", "2", input="\n")
-    assert listed.exit_code == 0 and listed.stdout == "0 |||  ||| 0.0\n"
+    assert listed.exit_code == 0 and listed.stdout == "0 |||  ||| 0.0000\n"
 
 
 def test_align_refuses_a_reverse_model_of_the_wrong_direction(toy_model_dir, tmp_path):

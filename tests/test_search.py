@@ -446,7 +446,7 @@ def test_first_step_sees_bos_and_an_empty_batch_needs_no_step() -> None:
 @pytest.mark.parametrize(("beam_size", "nbest"), [(0, 1), (2, 3), (3, 0)])
 def test_impossible_beam_options_are_config_errors(beam_size: int, nbest: int) -> None:
     model = MarkovModel()
-    with pytest.raises(ConfigError, match="beam size|nbest"):
+    with pytest.raises(ConfigError, match="--beam must be|--nbest must be"):
         run_beam(model, [0], [3], beam_size=beam_size, nbest=nbest)
 
 

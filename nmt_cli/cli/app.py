@@ -77,7 +77,7 @@ class _Group(_HelpAsWritten, typer.core.TyperGroup):
                 hint = f"; see '{self._path_of(err, given, program)} -h'"
                 message = " ".join(err.format_message().split()).rstrip(".")
                 if message.endswith("?"):  # "no such command 'x'. Did you mean 'y'?"
-                    message = message[:-1].replace(". Did you mean", ": did you mean", 1)
+                    message = message.replace(". Did you mean", " (did you mean", 1) + ")"
                 if message[1:2].islower():  # "No such option" as nmt's own: "no such option"
                     message = message[0].lower() + message[1:]
                 _say(f"error: {message}{hint}")

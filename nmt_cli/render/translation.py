@@ -29,7 +29,7 @@ def as_nbest(index: int, translation) -> str:
     """n-best lines as Moses numbers them, without its feature field: `index ||| translation |||
     score`, best first."""
     if not translation.alternatives:
-        return f"{index} ||| {translation.text} ||| 0.0\n"
+        return f"{index} ||| {translation.text} ||| {0.0:.4f}\n"  # as every other score
     return "".join(
         f"{index} ||| {text} ||| {score:.4f}\n" for text, score in translation.alternatives
     )
