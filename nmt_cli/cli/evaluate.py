@@ -28,6 +28,9 @@ from nmt_cli.cli.options import (
     threads_option,
 )
 
+# the options of translating --src with -m: refused with --hyp, where they would change nothing
+WITH_MODEL = "Translating with -m"
+
 
 @command_boundary
 def evaluate(
@@ -64,19 +67,19 @@ def evaluate(
         False, "Print one JSON object on stdout instead of text lines.", "--json"
     ),
     save_hyp: Path | None = given(
-        "--save-hyp", "With -m: also write the translations to this file."
+        "--save-hyp", "Also write the translations to this file.", panel=WITH_MODEL
     ),
-    beam: int = beam_option(help="With -m: beam size (1 = greedy)."),
-    batch_size: int = batch_size_option(help="With -m: sentences per batch."),
-    length_penalty: float = length_penalty_option(),
+    beam: int = beam_option(WITH_MODEL, help="Beam size (1 = greedy)."),
+    batch_size: int = batch_size_option(WITH_MODEL, help="Sentences per batch."),
+    length_penalty: float = length_penalty_option(WITH_MODEL),
     max_len: int = max_len_option(
-        help="With -m: output at most N pieces for every sentence (0: 2 × its pieces + 10)."
+        WITH_MODEL, help="Output at most N pieces for every sentence (0: 2 × its pieces + 10)."
     ),
-    quantize: bool = quantize_option(),
-    shortlist: bool = shortlist_option(),
-    bf16: bool = bf16_option(),
-    device: str = device_option(),
-    threads: int = threads_option(),
+    quantize: bool = quantize_option(WITH_MODEL),
+    shortlist: bool = shortlist_option(WITH_MODEL),
+    bf16: bool = bf16_option(WITH_MODEL),
+    device: str = device_option(WITH_MODEL),
+    threads: int = threads_option(WITH_MODEL),
 ) -> None:
     """Score translations with sacreBLEU, by source length, or against a second system."""
     skip_teardown_on_success()  # nothing to clean up: end at once on success
