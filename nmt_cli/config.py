@@ -241,6 +241,11 @@ def load_toml(path: Path) -> dict[str, Any]:
             # a UTF-8 BOM (Windows editors write one) is no part of TOML: dropped, as in text
             return tomllib.loads(handle.read().removeprefix(b"\xef\xbb\xbf").decode("utf-8"))
     except FileNotFoundError:
+        if str(path) == "-":
+            raise ConfigError(
+                "- (standard input) is not read in place of the config file: give a file, or "
+                "<(command) for a command's output"
+            ) from None
         raise ConfigError(
             f"config file {path} does not exist: check the path or drop --config"
         ) from None

@@ -103,6 +103,11 @@ def check_readable(path: Path) -> None:
     """Raise InputError unless `path` is an existing, readable regular file (or a held pipe)."""
     if _held(path) is not None:
         return
+    if str(path) == "-" and not path.exists():
+        raise InputError(
+            "- (standard input) is not read in place of this file: give a file, or "
+            "<(command) for a command's output"
+        )
     if not path.exists():
         raise InputError(f"{path} does not exist: check the path")
     if path.is_dir():

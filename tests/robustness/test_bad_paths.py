@@ -428,3 +428,26 @@ def test_translate_answers_each_line_a_program_writes_before_the_next(toy_model_
         command, input=b"apple river\nsun\nstone cloud\n", capture_output=True, timeout=120
     )
     assert b"".join(answers) == at_once.stdout  # the translations of the lines given at once
+
+
+# the options that read "-" as standard input: streamed inputs and eval's files (read once)
+DASH_IS_STDIN = {"translate --input", "align --input", "eval --hyp", "eval --ref", "eval --src",
+                 "eval --compare"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("case", "template"),
+    [slot for slot in FILE_SLOTS if slot[0] not in DASH_IS_STDIN],
+    ids=[c for c, _ in FILE_SLOTS if c not in DASH_IS_STDIN],
+)
+def test_a_dash_where_stdin_is_not_read_is_named_as_such(
+    case, template, files, tmp_path, monkeypatch
+):
+    """`--src -` where a file must be read twice is refused as standard input, with the fix
+    (before: "- does not exist: check the path")."""
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")  # no file named "-" here
+    result = invoke(*_argv(template, files, Path("-")), input="apple river\n")
+    message = assert_refused(result, 2, "- (standard input) is not read in place of")
+    assert "<(command)" in message
+    assert result.stdout == "" and not files["OUT"].exists()
