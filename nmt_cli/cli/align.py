@@ -29,7 +29,11 @@ def align(
     tgt: Path | None = option(None, "Target sentences (with --src).", "--tgt"),
     tsv: Path | None = option(None, "source<TAB>target lines.", "--tsv"),
     input: Path | None = option(
-        None, "`src ||| tgt` lines, or source lines to translate; default stdin.", "--input", "-i"
+        None,
+        "`src ||| tgt` lines, or source lines to translate and align with their translation "
+        "(which --json, or `nmt translate --align`, prints beside the links); default stdin.",
+        "--input",
+        "-i",
     ),
     reverse_model: Path | None = option(
         None, "Target → source model: symmetrise both directions.", "--reverse-model"
