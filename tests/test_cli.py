@@ -28,7 +28,7 @@ def test_every_command_has_help(command):
          "is not a valid int; see 'nmt train -h'"),
         (["translate", "--beem", "3"], "error: no such option: --beem (Possible options: "
          "--beam, --nbest); see 'nmt translate -h'"),
-        (["train"], "error: missing argument 'data_dir'; see 'nmt train -h'"),
+        (["train"], "error: missing argument 'DATA_DIR'; see 'nmt train -h'"),
         (["frob"], "error: no such command 'frob'; see 'nmt -h'"),
         (["transalte"], "error: no such command 'transalte' (did you mean 'translate'?); see "
          "'nmt -h'"),

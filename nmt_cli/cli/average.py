@@ -12,7 +12,7 @@ from nmt_cli.cli.boundary import command_boundary
 @command_boundary
 def average(
     model_dir: Path = typer.Argument(
-        ..., help="Model directory trained with --keep-checkpoints N."
+        ..., metavar="MODEL_DIR", help="Model directory trained with --keep-checkpoints N."
     ),
     last: int = typer.Option(..., "--last", help="Average the last N kept checkpoints."),
     output: Path = typer.Option(..., "-o", "--output", help="Model directory to write."),

@@ -11,8 +11,12 @@ from nmt_cli.cli.boundary import command_boundary
 
 @command_boundary
 def shortlist(
-    data_dir: Path = typer.Argument(..., help="The data directory the model was trained on."),
-    model_dir: Path = typer.Argument(..., help="Model directory written by `nmt train`."),
+    data_dir: Path = typer.Argument(
+        ..., metavar="DATA_DIR", help="The data directory the model was trained on."
+    ),
+    model_dir: Path = typer.Argument(
+        ..., metavar="MODEL_DIR", help="Model directory written by `nmt train`."
+    ),
 ) -> None:
     """Write the lexical shortlist of `translate --shortlist` (`nmt train` writes it too)."""
     from nmt_cli.training_run import write_shortlist

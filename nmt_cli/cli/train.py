@@ -40,7 +40,9 @@ _model, _train = _settings(ModelConfig, _MODEL), _settings(TrainConfig, _TRAIN)
 
 @command_boundary
 def train(
-    data_dir: Path = typer.Argument(..., help="Data directory written by `nmt prepare`."),
+    data_dir: Path = typer.Argument(
+        ..., metavar="DATA_DIR", help="Data directory written by `nmt prepare`."
+    ),
     output: Path = typer.Option(..., "-o", "--output", help="Model directory to write."),
     config_file: Path | None = option(
         None, "TOML file with [model] and [train] tables.", "--config"
