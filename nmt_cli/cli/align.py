@@ -35,8 +35,11 @@ def align(
         "--input",
         "-i",
     ),
-    reverse_model: Path | None = option(
-        None, "Target → source model: symmetrise both directions.", "--reverse-model"
+    reverse_model: Path | None = typer.Option(
+        None,
+        "--reverse-model",
+        metavar="MODEL_DIR",
+        help="Target → source model: symmetrise both directions.",
     ),
     symmetrize: str | None = _extract(
         None,
