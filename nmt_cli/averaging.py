@@ -30,7 +30,7 @@ def average_checkpoints(model_dir: Path, last: int, out_dir: Path, force: bool =
     model_dir, out_dir = Path(model_dir), Path(out_dir)
     checkpoint.check_model_dir(model_dir)
     if last < 1:
-        raise ConfigError(f"--last must be at least 1, got {last}")
+        raise ConfigError(f"--last must be ≥ 1, got {last}")
     if out_dir.resolve() == model_dir.resolve():
         raise ConfigError(f"-o {out_dir} is the model directory itself: give a new directory")
     if model_dir.resolve() in out_dir.resolve().parents:

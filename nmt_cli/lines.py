@@ -18,10 +18,13 @@ The rule, the same for every file and every command:
   always one line out. A NUL byte is refused in corpora (`nul="error"`: `nmt prepare`,
   `nmt align --src/--tgt/--tsv`), where it means a binary or UTF-16 file, and read as a
   space in text that is translated or scored line by line (`nul="space"`).
-- **Pipes.** A named pipe or process substitution (`--ref <(zcat ref.gz)`) is refused, as
-  reading it waits for a writer, except where a command holds it (`hold_pipes`): read to
-  its end once, kept in memory and read from there as a file, gzip included (`nmt eval`,
-  `nmt align`, whose files are test sets read twice: checked through, then used).
+- **Pipes.** stdin and a named pipe given as `--input` (`translate`, `align`) are read as they
+  come (`Arrivals`): a batch of lines ends when no next line has come yet. A named pipe or
+  process substitution given for a file that is read twice (checked through, then used) is
+  read to its end once and kept in memory, then read as a file, gzip included, where the
+  command holds it (`hold_pipes`: `nmt eval`, `nmt align`, whose files are test sets); one
+  that nobody writes to is waited on, as `cat` waits. Elsewhere (`nmt prepare`, whose corpora
+  may not fit in memory) a pipe is refused before it is opened.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import select
 import stat
 import sys
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -51,34 +54,42 @@ _CHUNK = 1 << 20  # bytes read at a time
 _BUFFER = 1 << 20
 
 
-_HELD: dict[tuple[str, int], bytes] = {}  # pipes read by `hold_pipes`: (path, inode) → bytes
+_HELD: dict[tuple[int, int], bytes] = {}  # pipes read by `hold_pipes`: (device, inode) → bytes
 
 
 def hold_pipes(paths) -> None:
-    """Read each named pipe among `paths` (None and "-" are skipped) to its end and keep its
-    bytes, so that every later read of that path, however many, reads them: a command that
-    reads an input twice can then take `<(command)`. Other paths are left as they are, and
-    what an earlier call held is let go (a pipe is one command's input)."""
-    _HELD.clear()
+    """Read each named pipe among `paths` (None and "-" are skipped) to its end, one after the
+    other, and keep its bytes, so that every later read of that pipe, by whatever path, reads
+    them: a command that reads an input twice can then take `<(command)`. Other paths are left
+    as they are; what an earlier call held is let go (`release_pipes`). A named pipe that
+    nobody writes to is waited on, as `cat` waits."""
+    release_pipes()
     for path in paths:
         if path is None or str(path) == "-" or not _is_pipe(Path(path)) or _held(path) is not None:
-            continue  # (a path given twice is read once)
+            continue  # (a pipe given twice is read once)
         try:
             with open(path, "rb") as pipe:
-                _HELD[(str(path), os.stat(path).st_ino)] = pipe.read()
+                data = pipe.read()
+                found = os.fstat(pipe.fileno())
         except OSError as exc:
             raise InputError(f"cannot read {path}: {exc.strerror}") from None
+        _HELD[(found.st_dev, found.st_ino)] = data
+
+
+def release_pipes() -> None:
+    """Let go of the pipes `hold_pipes` read (at the end of the command that held them)."""
+    _HELD.clear()
 
 
 def _held(path) -> bytes | None:
-    """The bytes `hold_pipes` read from the pipe at `path`, if it did (the same pipe: a new
-    one at that path is another inode)."""
+    """The bytes `hold_pipes` read from the pipe at `path`, if it did."""
     if not _HELD:
         return None
     try:
-        return _HELD.get((str(path), os.stat(path).st_ino))
+        found = os.stat(path)
     except (OSError, ValueError):
         return None
+    return _HELD.get((found.st_dev, found.st_ino))
 
 
 def check_on_invalid(on_invalid: str) -> None:
@@ -468,29 +479,44 @@ def open_input(path: Path | None) -> tuple[BinaryIO | Arrivals, str]:
 
 
 class Arrivals:
-    """The raw lines of a pipe as they arrive, and whether the next one is there (`waiting`).
+    """The raw lines of a pipe as they arrive, and whether the next one has come (`waiting`).
 
-    A command that translates lines in batches ends a batch when no more input is waiting,
-    instead of holding back the lines it has: a program that writes one line and waits for its
-    translation before the next gets it at once, while a pipe that is full gets whole batches.
-    (Python's buffered reader cannot say whether it holds a next line without waiting for it.)
+    `batches` ends a batch of lines when no more has come, instead of holding back the lines it
+    has: a program that writes one line and waits for its translation before the next gets it
+    at once, while a full pipe gives whole batches. (Python's buffered reader cannot say whether
+    it holds a next line without waiting for it.) The unread bytes are kept in one growing
+    buffer, searched for a newline only where it has not been searched yet, so a long line
+    arriving in many reads costs time in proportion to its length.
     """
 
     def __init__(self, fd: int, keep: object = None):
         self._fd, self._keep = fd, keep  # keep: the file object that owns the descriptor
-        self._buffer, self._start, self._ended = b"", 0, False
+        self._buffer = bytearray()
+        self._start = 0  # where the next line begins
+        self._searched = 0  # no newline in _buffer[_start:_searched]
+        self._ended = False
 
     def __iter__(self) -> Iterator[bytes]:
         while True:
-            end = self._buffer.find(b"\n", self._start)
+            end = self._newline()
             if end >= 0:
-                line, self._start = self._buffer[self._start : end + 1], end + 1
+                line = bytes(self._buffer[self._start : end + 1])
+                self._start = self._searched = end + 1
                 yield line
             elif not self._read():
-                rest, self._buffer, self._start = self._buffer[self._start :], b"", 0
+                rest = bytes(self._buffer[self._start :])
+                self._buffer.clear()
+                self._start = self._searched = 0
                 if rest:
                     yield rest  # a last line without a newline
                 return
+
+    def _newline(self) -> int:
+        """The position of the next line's newline in the buffer, or -1 if it has not come."""
+        end = self._buffer.find(b"\n", max(self._start, self._searched))
+        if end < 0:
+            self._searched = len(self._buffer)
+        return end
 
     def _read(self) -> bool:
         """Add what has come to the buffer, waiting for some; False at the end of the input."""
@@ -500,17 +526,37 @@ class Arrivals:
         if not data:
             self._ended = True
             return False
-        self._buffer, self._start = self._buffer[self._start :] + data, 0
+        if self._start > len(self._buffer) // 2:  # drop the lines already given, now and then
+            del self._buffer[: self._start]
+            self._searched -= self._start
+            self._start = 0
+        self._buffer += data
         return True
 
     def waiting(self) -> bool:
-        """True when the next line, or the end of the input, can be read without waiting."""
-        if self._ended or self._buffer.find(b"\n", self._start) >= 0:
+        """True when the next line, or the end of the input, has come (or is coming: more
+        bytes to read, which may not yet end the line)."""
+        if self._ended or self._newline() >= 0:
             return True
         try:
             return bool(select.select([self._fd], [], [], 0)[0])
         except (OSError, ValueError):  # cannot tell: read on, as for a file
             return True
+
+
+def batches(lines: Iterable[str], size: int, waiting: Callable[[], bool] | None = None):
+    """Lists of at most `size` of `lines`, in order; with `waiting` (`Arrivals.waiting`), a list
+    also ends when no next line has come, so what has come is not held back."""
+    iterator = iter(lines)
+    while True:
+        batch = []
+        for line in iterator:
+            batch.append(line)
+            if len(batch) == size or (waiting is not None and not waiting()):
+                break
+        if not batch:
+            return
+        yield batch
 
 
 def _is_pipe(path: Path) -> bool:

@@ -7,7 +7,8 @@ ids is `decoding.decode_ids`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+import itertools
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -180,21 +181,11 @@ class Translator:
         chunk_size: int = 512,
         replace_unk: bool = False,
         with_attention: bool = False,
-        waiting: Callable[[], bool] | None = None,
     ) -> Iterator[Translation]:
-        """Translate lines in chunks (memory stays flat), yielding one Translation per line, in
-        order. With `waiting` (whether a next line can be read at once), a chunk also ends when
-        none is: the lines that have come are translated, not held until more come."""
+        """Translate lines in chunks (memory stays flat), yielding one Translation per line, in order."""
         self.check(options)
         iterator = iter(lines)
-        while True:
-            chunk = []
-            for line in iterator:
-                chunk.append(line)
-                if len(chunk) == chunk_size or (waiting is not None and not waiting()):
-                    break
-            if not chunk:
-                return
+        while chunk := list(itertools.islice(iterator, chunk_size)):
             yield from self.translate_chunk(chunk, options, replace_unk, with_attention)
 
     def translate_chunk(

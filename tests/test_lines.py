@@ -179,3 +179,41 @@ def test_arrivals_read_a_pipe_line_by_line_and_tell_whether_the_next_has_come():
         os.close(read)
         if write >= 0:
             os.close(write)
+
+
+def test_arrivals_join_a_long_line_from_many_reads():
+    """A line far longer than one read of a pipe (64 KiB) comes out whole, and so does the
+    line after it (the buffer is compacted between reads)."""
+    import os
+    import threading
+
+    from nmt_cli.lines import Arrivals
+
+    long = b"x" * 3_000_000 + b"\n"
+    text = b"short\n" + long + b"after\n" + long[:-1]
+
+    read, write = os.pipe()
+
+    def writer():
+        with os.fdopen(write, "wb") as out:
+            for start in range(0, len(text), 4096):
+                out.write(text[start : start + 4096])
+                out.flush()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        assert list(Arrivals(read)) == [b"short\n", long, b"after\n", long[:-1]]
+    finally:
+        thread.join()
+        os.close(read)
+
+
+def test_batches_end_where_no_next_line_has_come():
+    from nmt_cli.lines import batches
+
+    lines = [f"line {n}" for n in range(7)]
+    assert list(batches(lines, 3)) == [lines[0:3], lines[3:6], lines[6:]]
+    come = iter([True, False, True, True, True, True, True])  # after line 1, nothing has come
+    assert list(batches(lines, 3, lambda: next(come))) == [lines[0:2], lines[2:5], lines[5:]]
+    assert list(batches([], 3, lambda: False)) == []

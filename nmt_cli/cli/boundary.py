@@ -119,6 +119,10 @@ def command_boundary(func: F) -> F:
             )
             _stdout_to_devnull()  # else Python's last flush at exit fails again, with a traceback
             raise typer.Exit(1) from None
+        finally:
+            lines = sys.modules.get("nmt_cli.lines")  # (imported only by commands that read)
+            if lines is not None:
+                lines.release_pipes()  # the named pipes the command read are its own
 
     return wrapper  # type: ignore[return-value]
 

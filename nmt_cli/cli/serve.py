@@ -173,7 +173,7 @@ def _check_serve_options(
     from nmt_cli.errors import ConfigError
 
     if max_beam < 1:
-        raise ConfigError(f"--max-beam must be at least 1, got {max_beam}")
+        raise ConfigError(f"--max-beam must be ≥ 1, got {max_beam}")
     if not 1 <= beam <= max_beam:
         raise ConfigError(f"--beam must be from 1 to --max-beam ({max_beam}), got {beam}")
     for name, value in (
@@ -182,7 +182,7 @@ def _check_serve_options(
         ("--max-batch", max_batch),
     ):
         if value < 1:
-            raise ConfigError(f"{name} must be at least 1, got {value}")
+            raise ConfigError(f"{name} must be ≥ 1, got {value}")
     if not 0 <= window_ms <= 1000:
         raise ConfigError(f"--window-ms must be from 0 to 1000, got {window_ms}")
     if not 0 <= workers <= 64:

@@ -79,6 +79,7 @@ def translate(
 
     from nmt_cli.lines import (
         UntilError,
+        batches,
         check_on_invalid,
         check_whole_input,
         iter_lines,
@@ -127,29 +128,27 @@ def translate(
     lines = UntilError(iter_lines(stream, name, on_invalid))
     with_attention = align or json_output
     chunk = 1 if typed else 256  # a typed line is answered before the next is read
-    # From a pipe, a chunk also ends (and what is written goes out) when no more input is
-    # waiting: a program that writes a line and waits for its translation gets it.
-    waiting = getattr(stream, "waiting", None)
     if typed and sys.stderr.isatty():
         from nmt_cli.cli.boundary import stderr_console
 
         stderr_console().print("[dim]nmt: type sentences (one per line); Ctrl-D ends[/]")
-    results = translator.translate_lines(
-        lines,
-        options,
-        chunk_size=chunk,
-        replace_unk=replace_unk,
-        with_attention=with_attention or replace_unk,
-        waiting=waiting,
-    )
+    # From a pipe, a batch also ends when no next line has come, and its translations go out at
+    # once: a program that writes a line and waits for its translation gets it.
+    waiting = getattr(stream, "waiting", None)
     warnings = LineWarnings()
     write = _writer(translator, json_output, align, nbest, warnings, name)
-    out = sys.stdout
-    for number, translation in enumerate(results, start=1):
-        out.write(write(number, translation))
-        if number % chunk == 0 or (waiting is not None and not waiting()):
-            out.flush()
-    out.flush()
+    out, number = sys.stdout, 0
+    for batch in batches(lines, chunk, waiting):
+        for translation in translator.translate_lines(
+            batch,
+            options,
+            chunk_size=chunk,
+            replace_unk=replace_unk,
+            with_attention=with_attention or replace_unk,
+        ):
+            number += 1
+            out.write(write(number, translation))
+        out.flush()
     warnings.finish()
     with _offering_replace():
         lines.check()  # an unreadable line fails only after every line before it is written

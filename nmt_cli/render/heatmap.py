@@ -76,7 +76,7 @@ def render_links(
     with `links` (source, target), its linked source words are marked "●" (and listed after
     the strongest when they are not among them)."""
     if top_k < 1:
-        raise ConfigError(f"top_k must be at least 1, got {top_k}")
+        raise ConfigError(f"top_k must be ≥ 1, got {top_k}")
     weights = _checked_weights(weights, src_words, tgt_words)
     marked = _checked_links(links, len(src_words), len(tgt_words))
     label_width = min(max((cell_len(w) for w in tgt_words), default=1), LABEL_CAP)

@@ -348,7 +348,7 @@ def _named_pipe(path: Path, data: bytes) -> threading.Thread:
     return thread
 
 
-def test_eval_and_align_read_their_files_from_named_pipes(files, tmp_path):
+def test_eval_and_align_read_their_files_from_named_pipes(files, tmp_path, monkeypatch):
     """`nmt eval --hyp <(nmt translate ...)`: files read twice (checked, then used) come from a
     named pipe once, gzip included, with the output the same files give; a new pipe at the
     same path, for the next command, is read anew."""
@@ -382,6 +382,13 @@ def test_eval_and_align_read_their_files_from_named_pipes(files, tmp_path):
         assert aligned.exit_code == 0, aligned.output
         assert len(aligned.stdout.splitlines()) == 1 + round_
         assert f"{1 + round_} pair" in aligned.output  # AER over the pairs of this round
+    (pipes / "same").unlink(missing_ok=True)
+    writers.append(_named_pipe(pipes / "same", GOOD_TGT.encode()))
+    _unblock_if_opened(pipes / "same")  # opened a second time: read empty, not waited on
+    monkeypatch.chdir(pipes)
+    twice = invoke("eval", "--hyp", "same", "--ref", pipes / "same", "--json")
+    assert twice.exit_code == 0, twice.output  # one pipe by two paths: read once, not waited on
+    assert '"score": 100.0' in twice.stdout
     for writer in writers:
         writer.join(10)
     expected = invoke(
