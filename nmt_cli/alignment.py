@@ -744,7 +744,7 @@ class LinkListedGold(list):
 
 def _bad_gold_line(name: str, number: int, line: str, expected: str) -> InputError:
     shown = line if len(line) <= 60 else line[:57] + "..."
-    return InputError(f"{name}, line {number}: cannot read {shown!r}; expected {expected}")
+    return InputError(f"{name} line {number}: cannot read {shown!r}; expected {expected}")
 
 
 def check_range(gold: list[GoldAlignment], src_lens: list[int], tgt_lens: list[int]) -> list[str]:

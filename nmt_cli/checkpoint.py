@@ -502,7 +502,7 @@ def load_link_rates(model_dir: Path) -> LinkRates | None:
                 counts_ok = all(f.isascii() and f.isdigit() for f in fields[2:])
                 if len(fields) != 4 or not counts_ok:
                     raise ArtifactError(
-                        f"{path}, line {number}: expected 'source<TAB>target<TAB>links<TAB>"
+                        f"{path} line {number}: expected 'source<TAB>target<TAB>links<TAB>"
                         f"meetings'; {damaged}"
                     )
                 counts.append((fields[0], fields[1], int(fields[2]), int(fields[3])))

@@ -343,13 +343,13 @@ def _checked_line(path: Path, number: int, line: str, pair: TrainingPair, fix: s
     try:
         links = parse_pharaoh(line)
     except InputError as exc:
-        raise InputError(f"{path}, line {number}: {exc}") from None
+        raise InputError(f"{path} line {number}: {exc}") from None
     n_src, n_tgt = len(pair.src_units), len(pair.tgt_units)
     for i, j in sorted(links):
         if i >= n_src or j >= n_tgt:
             side, index, size = ("source", i, n_src) if i >= n_src else ("target", j, n_tgt)
             raise InputError(
-                f"{path}, line {number}: link {i}-{j} names {side} word {index}, but that pair "
+                f"{path} line {number}: link {i}-{j} names {side} word {index}, but that pair "
                 f"has {size} {side} words, numbered from 0; {fix}"
             )
     return links

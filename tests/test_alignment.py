@@ -345,7 +345,7 @@ def test_gold_in_naacl_form_is_one_based_and_grouped_by_sentence(tmp_path):
 
 @pytest.mark.parametrize("lines", [["0-0", "0-x"], ["1 1 1 S", "1 1"]])
 def test_a_bad_gold_line_names_the_file_and_line(lines):
-    with pytest.raises(InputError, match=r"gold\.txt, line 2"):
+    with pytest.raises(InputError, match=r"gold\.txt line 2"):
         read_gold(lines, name="gold.txt")
 
 

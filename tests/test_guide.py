@@ -233,14 +233,14 @@ def _bad_file(tmp_path, data, edit):
     ("edit", "expected"),
     [
         (lambda lines: lines.pop(), r"has \d+ lines but .* has \d+ training pairs: .*one line per"),
-        (lambda lines: lines.__setitem__(2, "0-0 1:2"), r"bad\.align, line 3: '1:2' is not"),
+        (lambda lines: lines.__setitem__(2, "0-0 1:2"), r"bad\.align line 3: '1:2' is not"),
         (
             lambda lines: lines.__setitem__(4, "0-0 0-99"),
-            r"bad\.align, line 5: link 0-99 names target word 99, but that pair has \d target",
+            r"bad\.align line 5: link 0-99 names target word 99, but that pair has \d target",
         ),
         (
             lambda lines: lines.__setitem__(0, "42-0"),
-            r"bad\.align, line 1: link 42-0 names source word 42, but that pair has \d source",
+            r"bad\.align line 1: link 42-0 names source word 42, but that pair has \d source",
         ),
     ],
     ids=["line-count", "malformed", "target-index", "source-index"],

@@ -42,7 +42,7 @@ def test_a_damaged_link_rates_file_names_its_line(tmp_path):
     lines = path.read_text(encoding="utf-8").splitlines()
     lines.insert(1, "a\tx\tmany\t3")
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    with pytest.raises(ArtifactError, match=r"link_rates.tsv, line 2: expected"):
+    with pytest.raises(ArtifactError, match=r"link_rates.tsv line 2: expected"):
         checkpoint.load_link_rates(tmp_path)
 
 
