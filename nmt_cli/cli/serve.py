@@ -109,7 +109,8 @@ def serve(
         translator.close(timeout=0)  # else (a second Ctrl-C, or an error): stopped now
     if not drained:
         raise Interrupted(
-            "nmt serve stopped at once (a second Ctrl-C): requests in flight got no answer"
+            "nmt serve stopped at once (a second Ctrl-C): requests in flight were answered 503, "
+            "without their translations"
         )
     say("stopped, every request answered")
 

@@ -82,6 +82,11 @@ def create_app(
     async def unavailable(_request, exc: WorkerStopped):  # its process stopped: as /health says
         return JSONResponse({"error": _first_line(exc)}, status_code=503)
 
+    @app.exception_handler(_Stopped)
+    async def stopped(_request, _exc: _Stopped):  # a second Ctrl-C: the answer its client gets
+        message = "the server stopped at once (a second Ctrl-C) before this request was translated"
+        return JSONResponse({"error": message}, status_code=503)
+
     @app.exception_handler(Exception)
     async def crashed(_request, exc: Exception):  # a bug: the server log has the traceback
         message = f"translation failed: {type(exc).__name__}: {_first_line(exc)}"
@@ -99,7 +104,7 @@ def create_app(
                     return None
         except asyncio.CancelledError:  # the server cancelled the request (a forced stop)
             future.cancel()
-            raise
+            raise _Stopped() from None
         return answer.result()
 
     @app.post("/translate")
@@ -145,6 +150,10 @@ async def _body(request: Request, limits: Limits) -> bytes:
         check_size(size, limits)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+class _Stopped(Exception):
+    """A request cancelled by the server's forced stop, answered 503 like every other error."""
 
 
 def _first_line(exc: BaseException) -> str:
