@@ -44,7 +44,7 @@ def pick_device(name: str) -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(
-            "--device cuda was asked for but no CUDA device is available; use --device cpu"
+            f"--device {name} was asked for but no CUDA device is available; use --device cpu"
         )
     return torch.device(name)
 

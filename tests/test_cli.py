@@ -518,6 +518,8 @@ def test_the_train_log_says_how_many_pairs_were_too_long():
         "config", event
     )
     assert "training pairs → m" in display._line("config", {**event, "long_pairs": 0})
+    one = {**event, "train_pairs": 1, "long_pairs": 0}
+    assert "cpu, 1 training pair → m" in display._line("config", one)
     amp = {**event, "config": {"model": {}, "train": {"amp": True}}}
     assert "amp=True (CUDA only: off here)" in display._line("config", amp)
     assert "off here" not in display._line("config", {**amp, "device": "cuda:0"})

@@ -29,6 +29,9 @@ from nmt_cli.threads import run_in_threads
 
 MODEL_TYPES = ("unigram", "bpe")
 MIN_VOCAB_SIZE = 8
+# SentencePiece takes a 32-bit size and, given one near that limit, ran for over 10 minutes on
+# a 5-line corpus; NMT vocabularies are some thousands to a few hundred thousand pieces
+MAX_VOCAB_SIZE = 1_000_000
 # SentencePiece's advice for rich character sets (Chinese, Japanese) and for the others.
 CJK_CHARACTER_COVERAGE = 0.9995
 DEFAULT_CHARACTER_COVERAGE = 1.0
@@ -147,6 +150,11 @@ def check_training_options(vocab_size: int, model_type: str, coverage: float | N
     """Raise ConfigError for values SentencePiece would reject less clearly."""
     if vocab_size < MIN_VOCAB_SIZE:
         raise ConfigError(f"--vocab-size {vocab_size} is too small: use at least {MIN_VOCAB_SIZE}")
+    if vocab_size > MAX_VOCAB_SIZE:
+        raise ConfigError(
+            f"--vocab-size {vocab_size:,} is too large: use at most {MAX_VOCAB_SIZE:,} (8,000 to "
+            "64,000 pieces is usual)"
+        )
     if model_type not in MODEL_TYPES:
         raise ConfigError(f"--model-type {model_type!r} is unknown: use {' or '.join(MODEL_TYPES)}")
     if coverage is not None and not 0.9 <= coverage <= 1.0:

@@ -102,7 +102,7 @@ class TrainDisplay:
             skipped = f" ({long:,} longer than max_len {e['max_len']} left out)" if long else ""
             return (
                 f"config: model {model}\nconfig: train {train}\n"
-                f"{e['parameters']:,} parameters on {e['device']}, {e['train_pairs']:,} training pairs"
+                f"{e['parameters']:,} parameters on {e['device']}, {e['train_pairs']:,} training pair{'s' * (e['train_pairs'] != 1)}"
                 f"{skipped} → {e['output']}"
             )
         if kind == "resumed":
