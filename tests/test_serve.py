@@ -875,3 +875,25 @@ def test_ctrl_c_right_after_start_stops_the_service_instead_of_being_lost(toy_mo
         assert "every request answered" in server.stderr.read()
     finally:
         server.kill()
+
+
+def test_a_second_ctrl_c_answers_a_request_still_sending_its_body_in_json(toy_model_dir):
+    """A client cut off while it was still sending its body gets the same 503 JSON error."""
+    with serve_command(toy_model_dir, "--threads", "1") as (server, url):
+        port = int(url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=20) as client:
+            client.sendall(
+                b"POST /translate HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+                b'Transfer-Encoding: chunked\r\n\r\n5\r\n{"q":\r\n'
+            )  # and nothing more: the body is still coming
+            time.sleep(0.5)
+            server.send_signal(signal.SIGINT)
+            time.sleep(0.2)
+            server.send_signal(signal.SIGINT)
+            assert server.wait(timeout=20) == 130
+            answer = b""
+            while chunk := client.recv(4096):
+                answer += chunk
+    head, _, body = answer.decode().partition("\r\n\r\n")
+    assert head.startswith("HTTP/1.1 503") and "application/json" in head
+    assert "second Ctrl-C" in json.loads(body)["error"]

@@ -100,10 +100,11 @@ class TrainDisplay:
             )
             long = e.get("long_pairs", 0)
             skipped = f" ({long:,} longer than max_len {e['max_len']} left out)" if long else ""
+            pairs = e["train_pairs"]
             return (
                 f"config: model {model}\nconfig: train {train}\n"
-                f"{e['parameters']:,} parameters on {e['device']}, {e['train_pairs']:,} training pair{'s' * (e['train_pairs'] != 1)}"
-                f"{skipped} → {e['output']}"
+                f"{e['parameters']:,} parameters on {e['device']}, {pairs:,} training "
+                f"pair{'s' * (pairs != 1)}{skipped} → {e['output']}"
             )
         if kind == "resumed":
             return (

@@ -84,7 +84,7 @@ def create_app(
 
     @app.exception_handler(_Stopped)
     async def stopped(_request, _exc: _Stopped):  # a second Ctrl-C: the answer its client gets
-        message = "the server stopped at once (a second Ctrl-C) before this request was translated"
+        message = "the server stopped at once (a second Ctrl-C) before it answered this request"
         return JSONResponse({"error": message}, status_code=503)
 
     @app.exception_handler(Exception)
@@ -145,10 +145,13 @@ async def _body(request: Request, limits: Limits) -> bytes:
     if declared.isdigit():
         check_size(int(declared), limits)
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        check_size(size, limits)
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            check_size(size, limits)
+            chunks.append(chunk)
+    except asyncio.CancelledError:  # a forced stop while the body was still coming
+        raise _Stopped() from None
     return b"".join(chunks)
 
 
