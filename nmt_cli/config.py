@@ -233,7 +233,7 @@ def validate(config: Config) -> Config:
 
 
 def load_toml(path: Path) -> dict[str, Any]:
-    from nmt_cli.lines import check_regular
+    from nmt_cli.lines import check_regular, stdin_not_read
 
     check_regular(path, "config file ")
     try:
@@ -242,10 +242,7 @@ def load_toml(path: Path) -> dict[str, Any]:
             return tomllib.loads(handle.read().removeprefix(b"\xef\xbb\xbf").decode("utf-8"))
     except FileNotFoundError:
         if str(path) == "-":
-            raise ConfigError(
-                "- (standard input) is not read in place of the config file: give a file, or "
-                "<(command) for a command's output"
-            ) from None
+            raise stdin_not_read("the config file") from None
         raise ConfigError(
             f"config file {path} does not exist: check the path or drop --config"
         ) from None

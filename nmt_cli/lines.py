@@ -110,15 +110,20 @@ def check_regular(path: Path, what: str = "") -> None:
         )
 
 
+def stdin_not_read(what: str) -> InputError:
+    """The error for a "-" given where `what` (a file read twice, or a config) must be a file."""
+    return InputError(
+        f"- (standard input) is not read in place of {what}: give a file, or <(command) for "
+        "a command's output"
+    )
+
+
 def check_readable(path: Path) -> None:
     """Raise InputError unless `path` is an existing, readable regular file (or a held pipe)."""
     if _held(path) is not None:
         return
     if str(path) == "-" and not path.exists():
-        raise InputError(
-            "- (standard input) is not read in place of this file: give a file, or "
-            "<(command) for a command's output"
-        )
+        raise stdin_not_read("this file")
     if not path.exists():
         raise InputError(f"{path} does not exist: check the path")
     if path.is_dir():

@@ -138,13 +138,9 @@ def translate(
     warnings = LineWarnings()
     write = _writer(translator, json_output, align, nbest, warnings, name)
     out, number = sys.stdout, 0
-    for batch in batches(lines, chunk, waiting):
-        for translation in translator.translate_lines(
-            batch,
-            options,
-            chunk_size=chunk,
-            replace_unk=replace_unk,
-            with_attention=with_attention or replace_unk,
+    for batch in batches(lines, chunk, waiting):  # (the options were checked at loading)
+        for translation in translator.translate_chunk(
+            batch, options, replace_unk, with_attention=with_attention or replace_unk
         ):
             number += 1
             out.write(write(number, translation))
