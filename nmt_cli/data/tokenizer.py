@@ -29,8 +29,8 @@ from nmt_cli.threads import run_in_threads
 
 MODEL_TYPES = ("unigram", "bpe")
 MIN_VOCAB_SIZE = 8
-# SentencePiece takes a 32-bit size and, given one near that limit, ran for over 10 minutes on
-# a 5-line corpus; NMT vocabularies are some thousands to a few hundred thousand pieces
+# SentencePiece takes a 32-bit size and, given one near that limit, did not come back on a
+# tiny corpus; NMT vocabularies are some thousands to a few hundred thousand pieces
 MAX_VOCAB_SIZE = 1_000_000
 # SentencePiece's advice for rich character sets (Chinese, Japanese) and for the others.
 CJK_CHARACTER_COVERAGE = 0.9995
