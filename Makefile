@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 TORCH_CPU := torch==2.13.0
 DEMO_DIR := runs/demo
 
-.PHONY: install demo test test-all lint bench bench-quality bench-translate bench-prepare bench-serve profile reproduce align-report align-grid average-report ensemble-report clean
+.PHONY: install demo test test-all lint bench bench-gpu bench-quality bench-translate bench-prepare bench-serve profile reproduce align-report align-grid average-report ensemble-report clean
 
 install: $(STAMP)
 
@@ -46,6 +46,12 @@ lint: install
 # BENCH_ARGS="--systems nmt,nmt-fast --skip-install" for a subset.
 bench: install
 	$(PY) bench/run.py $(BENCH_ARGS)
+
+# The same on a GPU: nmt (float32), nmt-bf16 and OpenNMT-py train and translate on the first
+# GPU (bench/gpu/RESULTS.md; bench/GPU.md says how the committed run was made).
+bench-gpu: install
+	$(PY) bench/run.py --device cuda --systems nmt,onmt,nmt-bf16 --bench-minutes 0.6 \
+	--warmup-minutes 0.2 --latency-runs 0 --out bench/gpu $(BENCH_ARGS)
 
 # Test BLEU of every system after the same 20-minute training budget (about 1h30, 20 min more
 # with nmt-bf16 on a CPU with bfloat16 hardware); bench/QUALITY.md.

@@ -23,6 +23,8 @@ def _scalar(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, int | float):
         return repr(value)
+    if isinstance(value, list):  # a YAML flow sequence, e.g. [0]
+        return "[" + ", ".join(_scalar(item) for item in value) + "]"
     return json.dumps(str(value), ensure_ascii=False)
 
 

@@ -1,4 +1,4 @@
-"""Model FLOPs per target token, and the CPU's fp32 matmul rate they are compared against.
+"""Model FLOPs per target token, and the fp32 matmul rate (CPU or GPU) they are compared against.
 
 Multiply-adds (MACs) per target token of one forward pass, a multiply-add being 2 FLOPs, for
 embeddings E, encoder H per direction, decoder D, attention size A, vocabulary V, a mean
@@ -16,17 +16,24 @@ from layout import OUR_PYTHON
 MATMUL_SCRIPT = """
 import statistics, sys, time, torch
 torch.set_num_threads(int(sys.argv[1]))
-n = 2048
-dtype = getattr(torch, sys.argv[2]) if len(sys.argv) > 2 else torch.float32
-a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+dtype = getattr(torch, sys.argv[2])
+device = sys.argv[3]
+n = 2048 if device == "cpu" else 8192
+a, b = (torch.randn(n, n, device=device).to(dtype) for _ in range(2))
+sync = torch.cuda.synchronize if device != "cpu" else (lambda: None)
 for _ in range(3):
     a @ b
+sync()
 times = []
 for _ in range(10):
-    t = time.perf_counter(); a @ b; times.append(time.perf_counter() - t)
+    t = time.perf_counter(); a @ b; sync(); times.append(time.perf_counter() - t)
 print(2 * n**3 / statistics.median(times) / 1e9)
 """
 MATMUL_COMMAND = "2048³ fp32 matmul, torch.set_num_threads(2), median of 10 after 3 warm-ups"
+# On a GPU: torch's default fp32 (TF32 off, as both toolkits train), synchronised around each.
+GPU_MATMUL_COMMAND = (
+    "8192³ fp32 matmul on the GPU (TF32 off, torch's default), median of 10 after 3 warm-ups"
+)
 
 
 @dataclass(frozen=True)
@@ -82,10 +89,10 @@ ARCHS = {
 }
 
 
-def matmul_gflops(threads: int = 2, dtype: str = "float32") -> float:
-    """The matmul rate of this CPU with torch in our .venv, in GFLOP/s (fp32 unless `dtype`
-    names another torch dtype, e.g. bfloat16)."""
-    out = procs.capture([OUR_PYTHON, "-c", MATMUL_SCRIPT, str(threads), dtype])
+def matmul_gflops(threads: int = 2, dtype: str = "float32", device: str = "cpu") -> float:
+    """The matmul rate of this CPU (or of the GPU `device` names) with torch in our .venv, in
+    GFLOP/s (fp32 unless `dtype` names another torch dtype, e.g. bfloat16)."""
+    out = procs.capture([OUR_PYTHON, "-c", MATMUL_SCRIPT, str(threads), dtype, device])
     if not out:
         raise RuntimeError("the matmul measurement failed")
     return float(out)

@@ -18,9 +18,11 @@ PEERS_PLACEHOLDER = "<peers-workdir>"
 
 @dataclass(frozen=True)
 class Layout:
-    """Paths inside the work folder; `peers` stands for <peers-workdir> of the shared configs."""
+    """Paths inside the work folder; `peers` stands for <peers-workdir> of the shared configs.
+    `device` is where every system trains and translates: "cpu", or "cuda" (the first GPU)."""
 
     work: Path
+    device: str = "cpu"
 
     @property
     def logs(self) -> Path:

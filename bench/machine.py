@@ -27,6 +27,7 @@ class Machine:
     mem_gib: float
     python: str
     date_utc: str
+    gpu: str = ""  # the GPU's name on a GPU run, else empty
 
 
 def _cpuinfo(key: str) -> str:
@@ -56,14 +57,18 @@ def now_utc() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def describe() -> Machine:
-    """The machine this process runs on."""
+GPU_SCRIPT = "import torch; print(torch.cuda.get_device_name(0))"
+
+
+def describe(device: str = "cpu") -> Machine:
+    """The machine this process runs on, and its first GPU's name when `device` is cuda."""
     return Machine(
         os.cpu_count() or 0,
         _cpuinfo("model name"),
         _mem_gib(),
         platform.python_version(),
         now_utc(),
+        procs.capture([OUR_PYTHON, "-c", GPU_SCRIPT]) or "?" if device == "cuda" else "",
     )
 
 

@@ -75,7 +75,13 @@ class LatencyResult:
     command: str
 
 
-def _run(cmd: Command, log: Path, budget_s: float | None = None, grace_s: float = 120.0):
+def _run(
+    cmd: Command,
+    log: Path,
+    budget_s: float | None = None,
+    grace_s: float = 120.0,
+    loop_start: procs.LoopStart | None = None,
+):
     return procs.run(
         cmd.argv,
         log,
@@ -85,6 +91,7 @@ def _run(cmd: Command, log: Path, budget_s: float | None = None, grace_s: float 
         input_text=cmd.input_text,
         budget_s=budget_s,
         grace_s=grace_s,
+        loop_start=loop_start,
     )
 
 
@@ -104,10 +111,18 @@ def train(
     log.unlink(missing_ok=True)  # the log is parsed: only this run's lines
     shutil.rmtree(run_dir, ignore_errors=True)  # no checkpoint of an earlier run may be picked
     run_dir.mkdir(parents=True)
-    # The peers are stopped by SIGINT; ours stops itself (--max-time), SIGINT is a safety net.
-    budget = seconds + systems.STARTUP_S + (120.0 if system.ours else 0.0)
-    result = procs.check(_run(cmd, log, budget_s=budget), f"training {system.name}", log)
+    # Ours stops itself after `seconds` of training loop (--max-time; SIGINT is a safety net).
+    # A peer gets SIGINT `seconds` after the line that starts its loop (the line its
+    # throughput clock starts at too), so both train as long.
     train_log = systems.train_log(system, run_dir, log)
+    if system.ours:
+        budget, start = seconds + systems.STARTUP_S + 120.0, None
+    else:
+        pattern = throughput.LOOP_START[system.kind]
+        budget, start = seconds, procs.LoopStart(train_log, pattern, systems.STARTUP_S)
+    result = procs.check(
+        _run(cmd, log, budget_s=budget, loop_start=start), f"training {system.name}", log
+    )
     rate = throughput.measure(system.kind, train_log, warmup_s, seconds)
     third = (seconds - warmup_s) / 3
     parts = [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -70,21 +71,73 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-class _Budget:
-    """SIGINT when the budget runs out, SIGKILL when the grace period after it ends too."""
+@dataclass(frozen=True)
+class LoopStart:
+    """Where a child says that its timed work begins: the first line of `log` that matches
+    `pattern`. The budget then runs from that line, looked for every `poll_s`; a child that
+    has not written it after `startup_s` gets its budget from then, as if it had."""
 
-    def __init__(self, proc: subprocess.Popen, budget_s: float | None, grace_s: float):
+    log: Path
+    pattern: re.Pattern
+    startup_s: float
+    poll_s: float = 0.05
+
+
+class _Budget:
+    """SIGINT when the budget runs out, SIGKILL when the grace period after it ends too. The
+    budget runs from the child's start, or from its `loop_start` line."""
+
+    def __init__(
+        self,
+        proc: subprocess.Popen,
+        budget_s: float | None,
+        grace_s: float,
+        loop_start: LoopStart | None = None,
+    ):
         self.proc = proc
         self.fired = False
-        self.timers = []
-        if budget_s is not None:
+        self.timers: list[threading.Timer] = []
+        self.done = threading.Event()
+        self.lock = threading.Lock()
+        if budget_s is None:
+            return
+        if loop_start is None:
+            self._arm(budget_s, grace_s)
+            return
+        watcher = threading.Thread(
+            target=self._watch, args=(loop_start, budget_s, grace_s), daemon=True
+        )
+        watcher.start()
+
+    def _arm(self, budget_s: float, grace_s: float) -> None:
+        with self.lock:
+            if self.done.is_set():
+                return
             self.timers = [
                 threading.Timer(budget_s, self._send, (signal.SIGINT,)),
                 threading.Timer(budget_s + grace_s, self._send, (signal.SIGKILL,)),
             ]
-        for timer in self.timers:
-            timer.daemon = True
-            timer.start()
+            for timer in self.timers:
+                timer.daemon = True
+                timer.start()
+
+    def _watch(self, start: LoopStart, budget_s: float, grace_s: float) -> None:
+        """Arm the timers when the loop-start line appears (or its start-up time is over)."""
+        deadline = time.perf_counter() + start.startup_s
+        seen = 0  # bytes of the log already searched
+        while time.perf_counter() < deadline and not self.done.wait(start.poll_s):
+            try:
+                with open(start.log, "rb") as log:
+                    log.seek(seen)
+                    chunk = log.read()
+            except FileNotFoundError:
+                continue
+            complete = chunk.rfind(b"\n") + 1  # search whole lines only
+            lines = chunk[:complete].decode("utf-8", errors="replace").splitlines()
+            if any(start.pattern.search(line) for line in lines):
+                break
+            seen += complete
+        self._arm(budget_s, grace_s)
 
     def _send(self, sig: int) -> None:
         self.fired = True
@@ -94,9 +147,11 @@ class _Budget:
             pass
 
     def cancel(self) -> None:
-        """Stop the timers once the child has exited."""
-        for timer in self.timers:
-            timer.cancel()
+        """Stop the timers (and the watcher) once the child has exited."""
+        with self.lock:
+            self.done.set()
+            for timer in self.timers:
+                timer.cancel()
 
 
 def busy_cpu_s() -> float | None:
@@ -131,8 +186,10 @@ def run(
     input_text: str | None = None,
     budget_s: float | None = None,
     grace_s: float = 120.0,
+    loop_start: LoopStart | None = None,
 ) -> ProcResult:
-    """Run `cmd` with stderr (and stdout unless redirected) into `log`; measure time and memory."""
+    """Run `cmd` with stderr (and stdout unless redirected) into `log`; measure time and memory.
+    With `budget_s`, SIGINT that long after the start (or after `loop_start`'s line)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     text = shown(cmd, extra_env, stdin, stdout, input_text)
     with ExitStack() as files:
@@ -151,7 +208,7 @@ def run(
             env=child_env(extra_env),
             preexec_fn=_default_sigint,
         )
-        budget = _Budget(proc, budget_s, grace_s)
+        budget = _Budget(proc, budget_s, grace_s, loop_start)
         returncode, max_rss_mib, cpu_s = _wait(proc, input_text)
         seconds = time.perf_counter() - started
         busy_after = busy_cpu_s()

@@ -66,8 +66,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add = parser.add_argument
     add("--bench-minutes", type=float, default=3.0, help="training-loop minutes per system")
     add("--warmup-minutes", type=float, default=1.0, help="not measured (at most a third)")
-    add("--latency-runs", type=int, default=5, help="rounds of the one-sentence latency")
+    add("--latency-runs", type=int, default=5, help="rounds of the one-sentence latency (0: none)")
     add("--rounds", type=int, default=3, help="interleaved rounds of every translation row")
+    add(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="train and translate every system on the CPU or on the first GPU",
+    )
     add(
         "--render",
         action="store_true",
@@ -99,7 +105,7 @@ class Bench:
 
     def __init__(self, args: argparse.Namespace):
         self.args = args
-        self.layout = Layout(args.work.resolve())
+        self.layout = Layout(args.work.resolve(), args.device)
         self.layout.make()
         options = {
             key: getattr(args, key)
@@ -111,12 +117,16 @@ class Bench:
                 "latency_runs",
                 "rounds",
                 "vocab_size",
+                "device",
             )
         }
         options["data"] = procs.shown([args.data])
+        options["peer_stop"] = "loop start"  # see report._peer_stop
+        options["gpu_amp"] = False  # see report._gpu_lines
         formulas = {name: arch.formula() for name, arch in flops.ARCHS.items()}
+        matmul = flops.GPU_MATMUL_COMMAND if args.device == "cuda" else flops.MATMUL_COMMAND
         self.results = metrics.BenchResults(
-            machine.describe(), {}, options, None, flops.MATMUL_COMMAND, formulas
+            machine.describe(args.device), {}, options, None, matmul, formulas
         )
         self.rec = Recorder(self.results.steps)
         self.models: dict[str, Path] = {}
@@ -126,10 +136,11 @@ class Bench:
         r, peers = self.results, [SYSTEMS[s].kind for s in self.args.systems if not SYSTEMS[s].ours]
         with self.rec.step("versions"):
             r.versions = machine.versions(self.layout, peers)
+        device = self.args.device
         with self.rec.step("matmul rate"):
-            r.matmul_gflops = flops.matmul_gflops()
-            if native_bf16():
-                r.bf16_matmul_gflops = flops.matmul_gflops(dtype="bfloat16")
+            r.matmul_gflops = flops.matmul_gflops(device=device)
+            if device == "cuda" or native_bf16():
+                r.bf16_matmul_gflops = flops.matmul_gflops(dtype="bfloat16", device=device)
 
     def train_all(self) -> None:
         """Throughput runs, one system after the other; keeps the checkpoints they leave."""
@@ -154,7 +165,10 @@ class Bench:
         rule the peers use), with --exact-stop (batch 64 and 1: what our default stopping bound
         saves) and with --shortlist, and, where the CPU runs bfloat16 natively, with --bf16
         (greedy and beam 5, batch 64 and 1, and with --shortlist). `stop` is "", "early" or
-        "exact"."""
+        "exact". On a GPU: greedy and beam 5 at batch 64, beam 5 at batch 1, and nmt's beam 5
+        with --early-stop (--quantize and --shortlist are CPU speed-ups)."""
+        if self.args.device == "cuda":
+            return self.gpu_translation_jobs()
         jobs = []
         for name, model in self.models.items():
             system = SYSTEMS[name]
@@ -177,6 +191,19 @@ class Bench:
                 if native_bf16():
                     runs += [(beam, False, "", False, 64, True) for beam in (1, 5)]
                     runs += [(5, False, "", False, 1, True), (5, False, "", True, 64, True)]
+            jobs += [(system, model, *run) for run in runs]
+        return jobs
+
+    def gpu_translation_jobs(self) -> list[tuple]:
+        """The rows of a GPU run (see translation_jobs)."""
+        jobs = []
+        for name, model in self.models.items():
+            system = SYSTEMS[name]
+            if system.train_only:
+                continue
+            runs = [(1, False, "", False, 64, False), (5, False, "", False, 64, False)]
+            runs.append((5, False, "", False, 1, False))
+            runs += [(5, False, "early", False, 64, False)] if name == "nmt" else []
             jobs += [(system, model, *run) for run in runs]
         return jobs
 
@@ -224,6 +251,8 @@ class Bench:
             for name, model in self.models.items()
             if not SYSTEMS[name].train_only
         ]
+        if self.args.latency_runs < 1:
+            return
         with self.rec.step("latency, alternating with a bare import torch"):
             r = self.results
             r.import_torch, r.latency = measure.latency(
@@ -236,7 +265,7 @@ class Bench:
         model this run trained): each speed goal's workload, its measured in-process rate and
         the rate at its best time, for the goals it misses."""
         model = self.models.get("nmt")
-        if model is None:
+        if model is None or self.args.device != "cpu":  # the roofline is the CPU's
             return
         with self.rec.step("profile nmt (roofline)"):
             out = self.layout.work / "profile"
@@ -263,7 +292,7 @@ class Bench:
             self.latency_all(test)
             self.profile(test)
         with self.rec.step("matmul rate, again at the end"):
-            self.results.matmul_gflops_end = flops.matmul_gflops()
+            self.results.matmul_gflops_end = flops.matmul_gflops(device=self.args.device)
         self.results.goals = goals.goals(self.results)
         self.results.total_s = time.perf_counter() - started
         md, js = report.write(self.results, self.args.out)

@@ -19,7 +19,9 @@ import configs
 from dataset import TestSet
 from layout import BENCH_DIR, OUR_NMT, Layout
 
-STARTUP_S = 30.0  # allowance for a peer to start before its training loop runs
+# Allowance for a system to start before its training loop runs: a peer that has not started
+# its loop by then is timed from then on.
+STARTUP_S = 30.0
 NMT_FAST_FLAGS = ("--attention", "general", "--no-input-feed", "--decoder-style", "luong")
 SPECIAL_PIECES = {"<unk>", "<s>", "</s>", "<blank>", "<pad>"}
 LOG_EVERY = 5  # progress reports every 5 updates, for fine throughput windows
@@ -110,7 +112,7 @@ def _python(layout: Layout, system: System) -> Path:
     return layout.venv(system.kind) / "bin" / "python"
 
 
-def _peer_overrides(system: System, run_dir: Path, speed: bool) -> dict:
+def _peer_overrides(system: System, run_dir: Path, speed: bool, device: str) -> dict:
     if system.kind == "onmt":
         paths = {
             "save_data": run_dir / "run",
@@ -119,19 +121,28 @@ def _peer_overrides(system: System, run_dir: Path, speed: bool) -> dict:
             "batch_size": PEER_BATCH["onmt"],
         }
         timing = {"report_every": LOG_EVERY, "valid_steps": NEVER, "save_checkpoint_steps": NEVER}
+        gpu = {"world_size": 1, "gpu_ranks": [0]} if device == "cuda" else {}
     else:
         paths = {"training.model_dir": run_dir, "training.batch_size": PEER_BATCH["joey"]}
         timing = {"training.logging_freq": LOG_EVERY, "training.validation_freq": NEVER}
-    return {**paths, **(timing if speed else {})}
+        gpu = {"use_cuda": True} if device == "cuda" else {}
+    return {**paths, **(timing if speed else {}), **gpu}
+
+
+def _our_device(layout: Layout) -> list[str]:
+    """`--device cuda` on a GPU run (our default, auto, would pick it too: this makes a missing
+    GPU an error rather than a CPU run); nothing on the CPU."""
+    return ["--device", layout.device] if layout.device != "cpu" else []
 
 
 def _nmt_train(layout: Layout, system: System, run_dir: Path, seconds: float, speed: bool):
-    config = configs.nmt_config(
-        layout.configs / f"{run_dir.name}.toml",
-        {"log_every": LOG_EVERY, "valid_sentences": 100} if speed else {},
-    )
+    extra = {"log_every": LOG_EVERY, "valid_sentences": 100} if speed else {}
+    # On a GPU our default is mixed precision (`amp`); the peers train in float32, and so does
+    # `nmt` here: only nmt-bf16 (--bf16) trains in bfloat16, as on the CPU.
+    extra |= {"amp": False} if layout.device == "cuda" else {}
+    config = configs.nmt_config(layout.configs / f"{run_dir.name}.toml", extra)
     argv = [OUR_NMT, "train", layout.nmt_data, "-o", run_dir, "--config", config, "--force"]
-    argv += ["--max-time", f"{seconds:g}s", *system.flags]
+    argv += ["--max-time", f"{seconds:g}s", *system.flags, *_our_device(layout)]
     return Command(argv + (["--valid-every", str(NEVER)] if speed else []))
 
 
@@ -145,7 +156,7 @@ def train_command(
         system.kind,
         layout.peers,
         layout.configs / f"{run_dir.name}.yaml",
-        _peer_overrides(system, run_dir, speed),
+        _peer_overrides(system, run_dir, speed, layout.device),
     )
     python = _python(layout, system)
     if system.kind == "onmt":
@@ -199,7 +210,7 @@ def translate_command(
         argv += [f"--{stop}-stop"] if stop else []
         argv += ["--shortlist"] if shortlist else []
         argv += ["--bf16"] if bf16 else []
-        return Command(argv, stdout=out, output=out)
+        return Command([*argv, *_our_device(layout)], stdout=out, output=out)
     if system.kind == "onmt":
         return Command(
             _onmt_translate(layout, model, beam, test.pieces_src, out, batch),
@@ -214,7 +225,7 @@ def translate_command(
 ONMT_ENV = {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}  # its checkpoints hold an argparse.Namespace
 
 
-ONMT_SEARCH = f"-batch_type sents -max_length {MAX_OUTPUT} -length_penalty wu -alpha 1.0 -gpu -1"
+ONMT_SEARCH = f"-batch_type sents -max_length {MAX_OUTPUT} -length_penalty wu -alpha 1.0"
 
 
 def _onmt_translate(
@@ -223,7 +234,8 @@ def _onmt_translate(
     """onmt_translate with the peers' search settings: GNMT length penalty 1.0, max length 100."""
     binary = layout.venv("onmt") / "bin" / "onmt_translate"
     argv = [binary, "-model", model, "-src", src, "-output", out, "-beam_size", str(beam)]
-    return argv + ["-batch_size", str(batch), *ONMT_SEARCH.split()]
+    gpu = "0" if layout.device == "cuda" else "-1"
+    return argv + ["-batch_size", str(batch), *ONMT_SEARCH.split(), "-gpu", gpu]
 
 
 def _joey_translate_config(
@@ -238,6 +250,7 @@ def _joey_translate_config(
         "testing.batch_size": batch,
         "testing.batch_type": "sentence",
         "testing.max_output_length": MAX_OUTPUT,
+        **({"use_cuda": True} if layout.device == "cuda" else {}),
     }
     return configs.peer_config("joey", layout.peers, target, overrides)
 
@@ -247,6 +260,7 @@ def latency_command(layout: Layout, system: System, model: Path, text: str, out:
     line = text + "\n"
     if system.ours:
         argv = [OUR_NMT, "translate", "-m", model, "--max-len", str(MAX_OUTPUT)]
+        argv += _our_device(layout)
         return Command(argv, stdout=out, output=out, input_text=line)
     if system.kind == "onmt":
         argv = _onmt_translate(layout, model, 5, Path("/dev/stdin"), out)

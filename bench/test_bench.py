@@ -257,6 +257,23 @@ def test_run_measures_time_memory_and_budget(tmp_path: Path):
     assert stopped.interrupted and stopped.seconds < 3
 
 
+def test_a_budget_can_run_from_the_line_that_starts_the_loop(tmp_path: Path):
+    import re
+
+    log, pattern = tmp_path / "log", re.compile(r"^loop starts")
+    child = (
+        "import sys, time; time.sleep(1.5); print('loop starts', file=sys.stderr); time.sleep(9)"
+    )
+    start = procs.LoopStart(log, pattern, startup_s=8.0)
+    late = procs.run(["python3", "-c", child], log, budget_s=0.5, grace_s=5.0, loop_start=start)
+    assert late.interrupted and 2.0 <= late.seconds < 4.0  # 1.5 s of start-up + 0.5 s budget
+    silent = procs.LoopStart(tmp_path / "other-log", pattern, startup_s=1.0)
+    stopped = procs.run(["sleep", "9"], log, budget_s=0.5, grace_s=5.0, loop_start=silent)
+    assert stopped.interrupted and 1.5 <= stopped.seconds < 3.5  # no such line: from 1.0 s on
+    quick = procs.run(["true"], log, budget_s=0.5, loop_start=start)
+    assert not quick.interrupted and quick.returncode == 0
+
+
 def test_profile_phases_count_their_own_time_and_add_up():
     import time as clock
     import types
@@ -296,3 +313,36 @@ def test_profile_counts_the_flops_inference_mode_keeps_whole():
     gru_flops = 2 * 14 * (3 * 8 * 16 + 3 * 8 * 8)  # 14 positions, both weight matrices
     cell_flops = 2 * 6 * (3 * 8 * 16 + 3 * 8 * 8)
     assert counts["all"]["flops"] == linear_flops + gru_flops + cell_flops
+
+
+def test_a_gpu_run_puts_every_system_on_the_gpu(tmp_path):
+    import systems
+    from dataset import TestSet
+    from layout import Layout
+
+    def device_of(argv: list, flag: str) -> str | None:
+        argv = [str(a) for a in argv]
+        assert argv.count(flag) <= 1
+        return argv[argv.index(flag) + 1] if flag in argv else None
+
+    test = TestSet(tmp_path / "t.de", tmp_path / "t.sp.de", tmp_path / "t.en", 3)
+    nmt, onmt = systems.SYSTEMS["nmt"], systems.SYSTEMS["onmt"]
+    for device, ours, peer, ranks in (("cpu", None, "-1", "[]"), ("cuda", "cuda", "0", "[0]")):
+        layout = Layout(tmp_path / device, device)
+        train = systems.train_command(layout, nmt, tmp_path / "run", 60, True)
+        translate = systems.translate_command(layout, nmt, tmp_path, 5, test, tmp_path / "o")
+        latency = systems.latency_command(layout, nmt, tmp_path, "Ein Satz.", tmp_path / "o")
+        assert device_of(train.argv, "--device") == ours
+        our_config = Path(device_of(train.argv, "--config")).read_text(encoding="utf-8")
+        assert ("amp = false" in our_config) == (device == "cuda")  # float32, as the peers
+        assert device_of(translate.argv, "--device") == ours
+        assert device_of(latency.argv, "--device") == ours
+        peer_translate = systems.translate_command(layout, onmt, tmp_path, 5, test, tmp_path / "o")
+        assert device_of(peer_translate.argv, "-gpu") == peer
+        config = systems.train_command(layout, onmt, tmp_path / "run", 60, True).argv[-1]
+        text = Path(config).read_text(encoding="utf-8")
+        assert f"\ngpu_ranks: {ranks}" in text and "\nworld_size: 1" in text
+
+
+def test_yaml_lists_are_written_as_flow_sequences():
+    assert configs.set_key("a: 1\nb: []\n", "b", [0, 1]) == "a: 1\nb: [0, 1]\n"

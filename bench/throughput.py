@@ -51,6 +51,9 @@ _JOEY_STEP = re.compile(
 )
 _JOEY_START = re.compile(r"^(\S+ \S+) - INFO - joeynmt\.training - EPOCH 1\b")
 _JOEY_BREAK = re.compile(r"Predicting |Evaluation result|Checkpoint saved")
+# The line a peer writes when its training loop starts: where its throughput clock and its
+# training budget begin.
+LOOP_START = {"onmt": _ONMT_START, "joey": _JOEY_START}
 
 
 def _time(text: str) -> float:
