@@ -30,7 +30,8 @@ for _ in range(10):
 print(2 * n**3 / statistics.median(times) / 1e9)
 """
 MATMUL_COMMAND = "2048³ fp32 matmul, torch.set_num_threads(2), median of 10 after 3 warm-ups"
-# On a GPU: torch's default fp32 (TF32 off, as both toolkits train), synchronised around each.
+# On a GPU: torch's default fp32 matmul (TF32 off, as both toolkits' products run), synchronised
+# around each.
 GPU_MATMUL_COMMAND = (
     "8192³ fp32 matmul on the GPU (TF32 off, torch's default), median of 10 after 3 warm-ups"
 )

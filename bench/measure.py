@@ -35,6 +35,11 @@ class TrainingResult:
     log: str
     others_cpu_s: float | None = None  # CPU seconds other processes used during the run
     probe: list[str] = field(default_factory=list)  # `--nproc auto`: its probe's lines
+    # A peer: whether its loop-start line was looked for (runs before that rule did not), and
+    # the seconds from its start to that line, where its budget began; None if not seen (its
+    # budget then began at systems.STARTUP_S).
+    loop_start_looked: bool = False
+    loop_start_s: float | None = None
 
 
 @dataclass
@@ -124,11 +129,7 @@ def train(
         _run(cmd, log, budget_s=budget, loop_start=start), f"training {system.name}", log
     )
     rate = throughput.measure(system.kind, train_log, warmup_s, seconds)
-    third = (seconds - warmup_s) / 3
-    parts = [
-        throughput.measure(system.kind, train_log, warmup_s + i * third, warmup_s + (i + 1) * third)
-        for i in range(3)
-    ]
+    parts = throughput.thirds(system.kind, train_log, warmup_s, seconds)
     per_token = flops.ARCHS[system.arch].train_flops()
     utilisation = flops.mfu(rate.tokens_per_s, per_token, peak_gflops) if rate else None
     return TrainingResult(
@@ -145,6 +146,8 @@ def train(
         log=str(log),
         others_cpu_s=result.others_cpu_s,
         probe=probe_lines(log) if system.ours else [],
+        loop_start_looked=start is not None,
+        loop_start_s=result.loop_start_s,
     )
 
 

@@ -28,6 +28,9 @@ class ProcResult:
     max_rss_mib: float  # peak resident memory of the child and its waited-for descendants
     interrupted: bool  # SIGINT was sent because the time budget ran out
     others_cpu_s: float | None = None  # CPU seconds the rest of the machine used meanwhile
+    # With a LoopStart: seconds after the start when its line was seen; None if it was not
+    # (the budget then ran from its start-up allowance on).
+    loop_start_s: float | None = None
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -73,9 +76,10 @@ def _default_sigint() -> None:
 
 @dataclass(frozen=True)
 class LoopStart:
-    """Where a child says that its timed work begins: the first line of `log` that matches
-    `pattern`. The budget then runs from that line, looked for every `poll_s`; a child that
-    has not written it after `startup_s` gets its budget from then, as if it had."""
+    """Where a child says that its timed work begins: the first line of `log`, written after
+    the child started, that matches `pattern`. The budget then runs from that line, looked for
+    every `poll_s`; a child that has not written it after `startup_s` gets its budget from
+    then, as if it had."""
 
     log: Path
     pattern: re.Pattern
@@ -99,13 +103,19 @@ class _Budget:
         self.timers: list[threading.Timer] = []
         self.done = threading.Event()
         self.lock = threading.Lock()
+        self.started = time.perf_counter()
+        self.loop_start_s: float | None = None  # when the loop-start line was seen
         if budget_s is None:
             return
         if loop_start is None:
             self._arm(budget_s, grace_s)
             return
+        try:  # only lines written after the child started count
+            offset = loop_start.log.stat().st_size
+        except FileNotFoundError:
+            offset = 0
         watcher = threading.Thread(
-            target=self._watch, args=(loop_start, budget_s, grace_s), daemon=True
+            target=self._watch, args=(loop_start, offset, budget_s, grace_s), daemon=True
         )
         watcher.start()
 
@@ -121,23 +131,29 @@ class _Budget:
                 timer.daemon = True
                 timer.start()
 
-    def _watch(self, start: LoopStart, budget_s: float, grace_s: float) -> None:
-        """Arm the timers when the loop-start line appears (or its start-up time is over)."""
-        deadline = time.perf_counter() + start.startup_s
-        seen = 0  # bytes of the log already searched
-        while time.perf_counter() < deadline and not self.done.wait(start.poll_s):
-            try:
-                with open(start.log, "rb") as log:
-                    log.seek(seen)
-                    chunk = log.read()
-            except FileNotFoundError:
-                continue
-            complete = chunk.rfind(b"\n") + 1  # search whole lines only
-            lines = chunk[:complete].decode("utf-8", errors="replace").splitlines()
-            if any(start.pattern.search(line) for line in lines):
-                break
-            seen += complete
-        self._arm(budget_s, grace_s)
+    def _watch(self, start: LoopStart, seen: int, budget_s: float, grace_s: float) -> None:
+        """Arm the timers when the loop-start line appears (or its start-up time is over);
+        armed whatever happens here, so the child is always stopped. `seen`: bytes of the log
+        already searched."""
+        try:
+            deadline = self.started + start.startup_s
+            while time.perf_counter() < deadline and not self.done.wait(start.poll_s):
+                try:
+                    with open(start.log, "rb") as log:
+                        if os.fstat(log.fileno()).st_size < seen:
+                            seen = 0  # truncated or replaced: read it again
+                        log.seek(seen)
+                        chunk = log.read()
+                except FileNotFoundError:
+                    continue
+                complete = chunk.rfind(b"\n") + 1  # search whole lines only
+                lines = chunk[:complete].decode("utf-8", errors="replace").splitlines()
+                if any(start.pattern.search(line) for line in lines):
+                    self.loop_start_s = time.perf_counter() - self.started
+                    break
+                seen += complete
+        finally:
+            self._arm(budget_s, grace_s)
 
     def _send(self, sig: int) -> None:
         self.fired = True
@@ -210,12 +226,14 @@ def run(
         )
         budget = _Budget(proc, budget_s, grace_s, loop_start)
         returncode, max_rss_mib, cpu_s = _wait(proc, input_text)
+        budget.cancel()  # at once: the child's pid is free again
         seconds = time.perf_counter() - started
         busy_after = busy_cpu_s()
-        budget.cancel()
         log_file.write(f"# exit {returncode} after {seconds:.1f} s\n")
     others = None if None in (busy_before, busy_after) else busy_after - busy_before - cpu_s
-    return ProcResult(text, returncode, seconds, max_rss_mib, budget.fired, others)
+    return ProcResult(
+        text, returncode, seconds, max_rss_mib, budget.fired, others, budget.loop_start_s
+    )
 
 
 def check(result: ProcResult, what: str, log: Path) -> ProcResult:

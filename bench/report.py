@@ -172,7 +172,8 @@ def _gpu_lines(results: BenchResults) -> list[str]:
         return []
     return [
         "- On the GPU: every system trains and translates on the first GPU, in float32 with "
-        "torch's defaults (no TF32 matrix products) unless a row says `--bf16`; OpenNMT-py "
+        "torch's defaults unless a row says `--bf16`: no TF32 in matrix products, while "
+        "cuDNN's recurrent kernels may use TF32 (torch allows it by default); OpenNMT-py "
         "with `world_size: 1`, `gpu_ranks: [0]` and `onmt_translate -gpu 0`, ours with "
         "`--device cuda`. The search rows are greedy and beam 5 at batch 64, beam 5 at batch 1 "
         "and our `--early-stop` (`--quantize` and `--shortlist` are CPU speed-ups). MFU is "
@@ -310,10 +311,20 @@ def _peer_stop(results: BenchResults) -> str:
     """How the peers' training was stopped in this run (the rule changed: see systems.py)."""
     seconds = results.options["bench_minutes"] * 60
     if results.options.get("peer_stop") == "loop start":
-        return (
+        peers = [run for run in results.training if not SYSTEMS[run.system].ours]
+        seen = [f"{run.system} {run.loop_start_s:.1f} s" for run in peers if run.loop_start_s]
+        unseen = [r.system for r in peers if r.loop_start_looked and r.loop_start_s is None]
+        text = (
             f"the peers are stopped by SIGINT {seconds:.0f} s after the line that starts their "
             "training loop, so they train as long as ours"
         )
+        text += f" (that line came after {', '.join(seen)} of start-up)" if seen else ""
+        if unseen:
+            text += (
+                f"; {', '.join(unseen)} wrote no such line within {STARTUP_S:.0f} s, so its "
+                f"budget ran from then: its loop ran a different time from ours"
+            )
+        return text
     return (
         f"the peers were stopped by SIGINT {seconds + STARTUP_S:.0f} s after their process "
         f"started (a {STARTUP_S:.0f} s allowance for start-up), so their training loop ran up "

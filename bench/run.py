@@ -60,6 +60,28 @@ def check_systems(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         parser.error(f"unknown system(s) {', '.join(unknown)}; choose from {ALL_SYSTEMS}")
 
 
+def has_bf16(device: str) -> bool:
+    """Whether `device` (cpu, cuda) computes bfloat16 in hardware."""
+    import torch
+
+    from nmt_cli.device import gpu_bf16
+
+    return gpu_bf16(torch.device("cuda")) if device == "cuda" else native_bf16()
+
+
+def check_gpu(parser: argparse.ArgumentParser, systems: list[str]) -> None:
+    """Stop with a usage error when --device cuda finds no GPU, or nmt-bf16 no bfloat16."""
+    import torch
+
+    if not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no GPU here; run without it (the CPU)")
+    if "nmt-bf16" in systems and not has_bf16("cuda"):
+        parser.error(
+            f"nmt-bf16: {torch.cuda.get_device_name(0)} has no bfloat16 hardware; "
+            "leave nmt-bf16 out of --systems"
+        )
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line of the speed benchmark."""
     parser = common_parser(__doc__.split("\n\n")[0])
@@ -81,6 +103,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     args = parser.parse_args(argv)
     check_systems(parser, args)
+    if args.device == "cuda" and not args.render:
+        check_gpu(parser, args.systems)
     args.warmup_s = round(60 * min(args.warmup_minutes, args.bench_minutes / 3), 1)
     return args
 
@@ -122,7 +146,8 @@ class Bench:
         }
         options["data"] = procs.shown([args.data])
         options["peer_stop"] = "loop start"  # see report._peer_stop
-        options["gpu_amp"] = False  # see report._gpu_lines
+        if args.device == "cuda":
+            options["gpu_amp"] = False  # see report._gpu_lines
         formulas = {name: arch.formula() for name, arch in flops.ARCHS.items()}
         matmul = flops.GPU_MATMUL_COMMAND if args.device == "cuda" else flops.MATMUL_COMMAND
         self.results = metrics.BenchResults(
@@ -139,7 +164,7 @@ class Bench:
         device = self.args.device
         with self.rec.step("matmul rate"):
             r.matmul_gflops = flops.matmul_gflops(device=device)
-            if device == "cuda" or native_bf16():
+            if has_bf16(device):
                 r.bf16_matmul_gflops = flops.matmul_gflops(dtype="bfloat16", device=device)
 
     def train_all(self) -> None:

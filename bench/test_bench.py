@@ -260,18 +260,42 @@ def test_run_measures_time_memory_and_budget(tmp_path: Path):
 def test_a_budget_can_run_from_the_line_that_starts_the_loop(tmp_path: Path):
     import re
 
-    log, pattern = tmp_path / "log", re.compile(r"^loop starts")
-    child = (
-        "import sys, time; time.sleep(1.5); print('loop starts', file=sys.stderr); time.sleep(9)"
-    )
+    pattern = re.compile(r"^loop starts")
+    sleeper = "import sys, time; time.sleep({}); print({!r}, file=sys.stderr, flush=True); "
+    late = sleeper.format(1.5, "loop starts") + "time.sleep(9)"
+    log = tmp_path / "late.log"
     start = procs.LoopStart(log, pattern, startup_s=8.0)
-    late = procs.run(["python3", "-c", child], log, budget_s=0.5, grace_s=5.0, loop_start=start)
-    assert late.interrupted and 2.0 <= late.seconds < 4.0  # 1.5 s of start-up + 0.5 s budget
-    silent = procs.LoopStart(tmp_path / "other-log", pattern, startup_s=1.0)
-    stopped = procs.run(["sleep", "9"], log, budget_s=0.5, grace_s=5.0, loop_start=silent)
-    assert stopped.interrupted and 1.5 <= stopped.seconds < 3.5  # no such line: from 1.0 s on
-    quick = procs.run(["true"], log, budget_s=0.5, loop_start=start)
-    assert not quick.interrupted and quick.returncode == 0
+    run = procs.run(["python3", "-c", late], log, budget_s=0.5, grace_s=5.0, loop_start=start)
+    assert run.interrupted and 2.0 <= run.seconds < 4.0  # 1.5 s of start-up + 0.5 s budget
+    assert 1.4 <= run.loop_start_s < 2.5
+    # A line split over two writes counts once whole.
+    split = (
+        "import sys, time; sys.stderr.write('loop st'); sys.stderr.flush(); time.sleep(1); "
+        "sys.stderr.write('arts\\n'); sys.stderr.flush(); time.sleep(9)"
+    )
+    log = tmp_path / "split.log"
+    start = procs.LoopStart(log, pattern, startup_s=8.0)
+    run = procs.run(["python3", "-c", split], log, budget_s=0.5, grace_s=5.0, loop_start=start)
+    assert run.interrupted and 1.4 <= run.seconds < 3.5 and run.loop_start_s >= 0.9
+
+
+def test_a_loop_budget_ignores_old_lines_and_always_stops_the_child(tmp_path: Path):
+    import re
+
+    pattern = re.compile(r"^loop starts")
+    old = tmp_path / "old.log"
+    old.write_text("loop starts (an earlier run)\n")
+    start = procs.LoopStart(old, pattern, startup_s=1.5)
+    run = procs.run(["sleep", "9"], old, budget_s=0.5, grace_s=5.0, loop_start=start)
+    assert run.interrupted and 1.9 <= run.seconds < 4.0 and run.loop_start_s is None
+    # No file can be read there (a folder): the budget still runs, from the start-up's end.
+    broken = procs.LoopStart(tmp_path, pattern, startup_s=1.0)
+    run = procs.run(["sleep", "9"], tmp_path / "b.log", budget_s=0.5, loop_start=broken)
+    assert run.interrupted and run.seconds < 4.0
+    # A child that ends first is not signalled.
+    quick = procs.LoopStart(tmp_path / "quick.log", pattern, startup_s=0.2)
+    run = procs.run(["true"], tmp_path / "quick.log", budget_s=0.1, loop_start=quick)
+    assert not run.interrupted and run.returncode == 0
 
 
 def test_profile_phases_count_their_own_time_and_add_up():
@@ -346,3 +370,28 @@ def test_a_gpu_run_puts_every_system_on_the_gpu(tmp_path):
 
 def test_yaml_lists_are_written_as_flow_sequences():
     assert configs.set_key("a: 1\nb: []\n", "b", [0, 1]) == "a: 1\nb: [0, 1]\n"
+
+
+def test_the_report_says_how_long_each_peer_trained():
+    from dataclasses import replace
+
+    results = _results(["onmt", "joey", "nmt"])
+    onmt, joey = _training("onmt", 100.0, 900.0), _training("joey", 90.0, 900.0)
+    results.training = [replace(onmt, loop_start_looked=True, loop_start_s=7.25)]
+    results.training += [replace(joey, loop_start_looked=True), _training("nmt", 150.0, 800.0)]
+    old = report._peer_stop(results)  # a run from before the loop-start rule
+    assert "after their process started" in old and "up to 30 s longer" in old
+    results.options["peer_stop"] = "loop start"
+    text = report._peer_stop(results)
+    assert "train as long as ours" in text and "onmt 7.2 s of start-up" in text
+    assert "joey wrote no such line within 30 s" in text and "onmt wrote" not in text
+
+
+def test_the_thirds_hold_every_window_of_the_steady_rate():
+    # A GPU run's OpenNMT-py log with a 3.1 s corpus reload that straddles two thirds.
+    log = Path(__file__).parent / "gpu" / "training" / "logs" / "speed-train-onmt.log"
+    whole = throughput.measure("onmt", log, 12.0, 36.0)
+    parts = throughput.thirds("onmt", log, 12.0, 36.0)
+    assert len(parts) == 3 and sum(part.windows for part in parts) == whole.windows
+    rates = [part.tokens_per_s for part in parts]
+    assert min(rates) <= whole.tokens_per_s <= max(rates)

@@ -122,11 +122,7 @@ PARSERS = {"onmt": onmt_windows, "joey": joey_windows, "nmt": nmt_windows}
 
 def steady(windows: list[Window], start_s: float, end_s: float) -> Throughput | None:
     """The time-weighted rate over pure windows within [start_s, end_s]; None if there are none."""
-    chosen = [
-        w
-        for w in windows
-        if w.pure and w.seconds > 0 and w.end_s - w.seconds >= start_s and w.end_s <= end_s
-    ]
+    chosen = _chosen(windows, start_s, end_s)
     if not chosen:
         return None
     seconds = sum(w.seconds for w in chosen)
@@ -145,6 +141,29 @@ def steady(windows: list[Window], start_s: float, end_s: float) -> Throughput | 
         start_s=start_s,
         end_s=end_s,
     )
+
+
+def _chosen(windows: list[Window], start_s: float, end_s: float) -> list[Window]:
+    return [
+        w
+        for w in windows
+        if w.pure and w.seconds > 0 and w.end_s - w.seconds >= start_s and w.end_s <= end_s
+    ]
+
+
+def thirds(kind: str, log: Path, start_s: float, end_s: float) -> list[Throughput]:
+    """The steady rate's windows cut in three by the time each ends (so every window of the
+    whole rate counts in exactly one third), and the rate of each third that has any."""
+    text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+    windows = _chosen(PARSERS[kind](text), start_s, end_s)
+    third = (end_s - start_s) / 3
+    parts = []
+    for i in range(3):
+        lo, hi = start_s + i * third, start_s + (i + 1) * third
+        mine = [w for w in windows if lo < w.end_s <= hi]
+        if mine:
+            parts.append(steady(mine, start_s, end_s))
+    return [part for part in parts if part]
 
 
 def measure(kind: str, log: Path, start_s: float, end_s: float) -> Throughput | None:

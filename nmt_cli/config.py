@@ -75,7 +75,7 @@ class TrainConfig:
     seed: int = 1234  # seeds batching, initialisation and dropout
     device: str = "auto"  # auto (cuda when available), cpu or cuda
     threads: int = 0  # CPU threads for torch (0: all cores)
-    amp: bool = True  # mixed precision on CUDA (bf16 where supported, else fp16)
+    amp: bool = True  # mixed precision on CUDA (bf16 where supported, else fp16); false: float32
     bf16: bool = False  # bfloat16 mixed precision on a CPU with AMX or AVX-512 BF16 (and on CUDA)
     guided_alignment: float = 0.0  # weight of the attention's cross-entropy to word links (0: off)
     alignments: str = ""  # Pharaoh word links of the training pairs ("": computed by the teacher)

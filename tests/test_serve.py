@@ -125,13 +125,15 @@ def test_health_models_and_page(client, toy_model_dir):
     assert "http://" not in page.text and "https://" not in page.text  # nothing fetched
 
 
-def test_models_says_how_each_model_computes(toy_model_dir):
+def test_models_says_how_each_model_computes(toy_model_dir, monkeypatch):
     import torch
 
+    from nmt_cli import device
     from nmt_cli.checkpoint import to_bf16
     from nmt_cli.serve.worker import describe
 
     assert describe(Translator.load(toy_model_dir, quantize=True))["precision"] == "int8"
+    monkeypatch.setattr(device, "native_bf16", lambda: True)  # converted, never run, here
     halved = Translator.load(toy_model_dir)
     halved.model = to_bf16(halved.model, torch.device("cpu"))  # what --bf16 loads
     assert describe(halved)["precision"] == "bfloat16"
