@@ -726,20 +726,28 @@ def _read_naacl(lines: list[str], name: str, base: int) -> list[GoldAlignment]:
         possible[sentence].add(link)
         if match[4] != "P":
             sure[sentence].add(link)
-    return LinkListedGold(
+    first = min(possible, default=1)  # before the empty sentences are filled in below
+    gold = LinkListedGold(
         GoldAlignment(frozenset(sure[s]), frozenset(possible[s] | sure[s]))
         for s in range(1, last + 1)
     )
+    gold.first = first
+    return gold
 
 
 class LinkListedGold(list):
     """Gold read from a file that lists links (NAACL): it ends at the last sentence with a
     link, so sentences after it may exist without one. `padded(count)` is the list for a
-    corpus of `count` pairs, the missing sentences with no gold links."""
+    corpus of `count` pairs, the missing sentences with no gold links. `first` is the number of
+    the first sentence with a link."""
+
+    first: int = 1
 
     def padded(self, count: int) -> LinkListedGold:
         empty = GoldAlignment(frozenset(), frozenset())
-        return LinkListedGold([*self, *[empty] * max(0, count - len(self))])
+        longer = LinkListedGold([*self, *[empty] * max(0, count - len(self))])
+        longer.first = self.first
+        return longer
 
 
 def _bad_gold_line(name: str, number: int, line: str, expected: str) -> InputError:

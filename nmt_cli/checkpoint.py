@@ -177,6 +177,12 @@ def check_model_dir(model_dir: Path) -> None:
             f"{model_dir} is a data directory (written by `nmt prepare`), not a model: pass "
             "the directory written by `nmt train -o`"
         )
+    if missing and missing[0] == MODEL_FILE and (model_dir / LAST_FILE).is_file():
+        raise ArtifactError(
+            f"{model_dir} holds a training stopped before its first validation (no "
+            f"{MODEL_FILE} yet): continue it with `nmt train DATA_DIR -o {model_dir} --resume` "
+            "until it has validated once"
+        )
     if missing:
         raise ArtifactError(
             f"{model_dir} is not a complete nmt model directory (missing {', '.join(missing)}); "
@@ -517,16 +523,26 @@ def load_link_rates(model_dir: Path) -> LinkRates | None:
 
 
 def check_reverse_of(model_dir: Path, reverse_dir: Path) -> None:
-    """Refuse a reverse model whose recorded languages are not the forward model's swapped
-    (nothing to compare when either meta.json lacks them)."""
-    langs = []
+    """Refuse a reverse model that is the forward model itself, or was trained on the same data
+    directory (so in the same direction), or whose recorded languages are not the forward
+    model's swapped (nothing to compare when either meta.json lacks them)."""
+    langs, fingerprints = [], []
     for directory in (model_dir, reverse_dir):
         try:
             data = read_json(directory / META_FILE)
         except (ArtifactError, OSError):  # meta.json is optional here: loading checks the rest
             data = {}
         langs.append(tuple(str(data.get(key) or "") for key in ("src_lang", "tgt_lang")))
+        fingerprints.append(data.get("data_fingerprint"))
     (src, tgt), (rev_src, rev_tgt) = langs
+    if model_dir.resolve() == reverse_dir.resolve() or (
+        fingerprints[0] and fingerprints[0] == fingerprints[1]
+    ):
+        raise ConfigError(
+            f"--reverse-model {reverse_dir} translates the same way as -m {model_dir} (the same "
+            "model, or one trained on the same data directory): give a model trained the other "
+            "way, on data prepared with --src and --tgt swapped"
+        )
 
     def base(code: str) -> str:  # "zh-CN" and "ZH" are "zh"
         return code.replace("_", "-").split("-")[0].lower()

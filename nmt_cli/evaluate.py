@@ -210,6 +210,21 @@ def unicode_form_problems(files: Sequence[tuple[str | os.PathLike, Sequence[str]
     return problems
 
 
+def empty_reference_problems(refs: Sequence[tuple[str | os.PathLike, Sequence[str]]]) -> list[str]:
+    """For each reference with some empty lines (one with only empty lines is refused), what
+    to say: the hypothesis of such a line is scored against nothing."""
+    problems = []
+    for name, lines in refs:
+        empty = [number for number, line in enumerate(lines, start=1) if not line.strip()]
+        if empty and len(empty) < len(lines):
+            problems.append(
+                f"{name}: {len(empty):,} of its lines {_are(len(empty))} empty (the first: line "
+                f"{empty[0]:,}); the hypotheses there are scored against nothing, which lowers "
+                "every score: give their references or leave those lines out of both files"
+            )
+    return problems
+
+
 def _are(count: int, many: str = "are", one: str = "is") -> str:
     return one if count == 1 else many
 

@@ -9,6 +9,7 @@ calls lives beside it: one update (loss, Adam, mixed precision) in `updates`, th
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from contextlib import nullcontext
@@ -31,6 +32,11 @@ from nmt_cli.progress import Event, OnEvent, counted_epoch, ignore
 from nmt_cli.train_report import Clock, Progress, Window, remaining
 from nmt_cli.updates import Updater
 from nmt_cli.validation import DevScores, Validator
+
+# A training loss this far (nats per target piece) above a uniform guess's, after this many
+# updates and the warm-up, is reported as divergence.
+DIVERGENCE_MARGIN = 1.0
+DIVERGENCE_AFTER = 100
 
 
 class Trainer:
@@ -61,6 +67,7 @@ class Trainer:
         self.model = Seq2Seq(config.model).to(self.device)
         self.update = Updater(self.model, t, self.device, self.ranks, self._emit)
         self.progress = Progress()
+        self._divergence_told = False
         self._load_training_data()
         # Validation on a CPU runs in float32: as `nmt translate` runs the saved model, and
         # without the kernels oneDNN would compile for every row count of the search's steps
@@ -237,7 +244,27 @@ class Trainer:
         rate = window.steps / window.seconds()
         left = remaining(self.config.train, self.progress, clock.total(), rate, n_batches)
         self._emit(window.event(self.progress, lr, n_batches, left, self.ranks.world))
+        self._warn_if_diverging(window)
         window.restart()
+
+    def _warn_if_diverging(self, window: Window) -> None:
+        """Once a run: a loss above a uniform guess's, past the first updates and warm-up, is a
+        run that learns nothing and gets worse (a finite loss never stops training)."""
+        t, step = self.config.train, self.progress.step
+        if self._divergence_told or step < max(DIVERGENCE_AFTER, t.warmup_steps):
+            return
+        nll, vocab = window.nll / max(1, window.steps), self.config.model.tgt_vocab_size
+        uniform = math.log(vocab)
+        if nll <= uniform + DIVERGENCE_MARGIN:
+            return
+        self._divergence_told = True
+        message = (
+            f"step {step}: the training loss per target piece, {nll:.2f}, is above a uniform "
+            f"guess's over the {vocab:,} pieces ({uniform:.2f}): training is diverging; stop it "
+            f"(Ctrl-C) and train again with a lower --lr (now {t.lr:g}) or more --batch-tokens "
+            f"(now {t.batch_tokens:,})"
+        )
+        self._emit(Event("warning", {"step": step, "message": message}))
 
     # -- validation and checkpoints ------------------------------------------------------
     def _validate_and_save(self) -> None:

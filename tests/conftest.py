@@ -62,3 +62,19 @@ def toy_model_dir(toy_data_dir, tmp_path_factory) -> Path:
     )
     assert result.exit_code == 0, result.output
     return out
+
+
+@pytest.fixture(scope="session")
+def toy_reverse_dir(toy_model_dir, tmp_path_factory) -> Path:
+    """The toy model standing in for a model of the other direction (`--reverse-model`): a copy
+    whose meta.json names other training data, as a model trained the other way would. Only
+    for tests of how the two directions' links are combined."""
+    import json
+    import shutil
+
+    out = tmp_path_factory.mktemp("toy-reverse") / "model"
+    shutil.copytree(toy_model_dir, out)
+    meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
+    meta["data_fingerprint"] = f"reverse-of-{meta.get('data_fingerprint')}"
+    (out / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
+    return out

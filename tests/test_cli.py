@@ -648,7 +648,8 @@ def test_align_refuses_a_reverse_model_of_the_wrong_direction(toy_model_dir, tmp
     for directory, (src, tgt) in ((forward, ("en", "zh")), (backward, ("en", "zh"))):
         shutil.copytree(toy_model_dir, directory)
         meta = json.loads((directory / "meta.json").read_text())
-        (directory / "meta.json").write_text(json.dumps({**meta, "src_lang": src, "tgt_lang": tgt}))
+        meta.update(src_lang=src, tgt_lang=tgt, data_fingerprint=directory.name)  # other data
+        (directory / "meta.json").write_text(json.dumps(meta))
     text = "apple river ||| RIVER APPLE\n"
     args = ["align", "-m", forward, "--reverse-model", backward, "--view", "none"]
     result = invoke(*args, input=text)
@@ -659,7 +660,9 @@ def test_align_refuses_a_reverse_model_of_the_wrong_direction(toy_model_dir, tmp
     assert invoke(*args, input=text).exit_code == 0  # language codes compared by their base
 
 
-def test_align_says_when_the_reverse_model_saw_other_units(toy_model_dir, monkeypatch):
+def test_align_says_when_the_reverse_model_saw_other_units(
+    toy_model_dir, toy_reverse_dir, monkeypatch
+):
     """A pair whose two directions count other units keeps the forward links; the command
     says how many pairs that was, once, instead of symmetrising nothing in silence."""
     from dataclasses import replace
@@ -667,7 +670,7 @@ def test_align_says_when_the_reverse_model_saw_other_units(toy_model_dir, monkey
     from nmt_cli import aligner
 
     text = "apple river ||| RIVER APPLE\nstone ||| STONE\n"
-    args = ["align", "-m", toy_model_dir, "--reverse-model", toy_model_dir, "--view", "none"]
+    args = ["align", "-m", toy_model_dir, "--reverse-model", toy_reverse_dir, "--view", "none"]
     both = invoke(*args, "--symmetrize", "intersection", input=text)
     assert both.exit_code == 0 and "alone" not in both.stderr, both.output
     forward = invoke("align", "-m", toy_model_dir, "--view", "none", input=text)
@@ -687,6 +690,20 @@ def test_align_says_when_the_reverse_model_saw_other_units(toy_model_dir, monkey
     assert second == both.stdout.splitlines()[1]  # the other pair still symmetrised
     assert "1 of 2 pairs have the links of -m alone" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_align_refuses_a_reverse_model_that_translates_the_same_way(toy_model_dir, tmp_path):
+    import shutil
+
+    text = "apple river ||| RIVER APPLE\n"
+    itself = invoke("align", "-m", toy_model_dir, "--reverse-model", toy_model_dir, input=text)
+    said = " ".join(itself.stderr.split())
+    assert itself.exit_code == 2 and itself.stdout == ""
+    assert "translates the same way as -m" in said and "--src and --tgt swapped" in said
+    copy = tmp_path / "copy"  # another directory, trained on the same data: the same way
+    shutil.copytree(toy_model_dir, copy)
+    again = invoke("align", "-m", toy_model_dir, "--reverse-model", copy, input=text)
+    assert again.exit_code == 2 and "translates the same way" in again.stderr
 
 
 def test_align_refuses_gold_links_for_sentences_it_translates(toy_model_dir, tmp_path):
@@ -745,6 +762,21 @@ def test_align_decides_the_input_form_from_the_first_line_with_text(toy_model_di
     assert inside.exit_code == 2 and "<stdin> line 2 is empty" in inside.stderr
 
 
+def test_align_refuses_a_pair_after_a_source_line_as_it_refuses_the_reverse(
+    toy_model_dir, tmp_path
+):
+    mixed = tmp_path / "mixed.txt"
+    mixed.write_text("\napple river\ngreen bird ||| BIRD GREEN\n", encoding="utf-8")
+    result = invoke("align", "-m", toy_model_dir, "--view", "none", "--input", mixed)
+    assert result.exit_code == 2 and result.stdout == ""  # read through before any output
+    told = f"{mixed} line 3 holds a `source ||| target` pair, but line 2 is a source sentence"
+    assert told in " ".join(result.stderr.split())
+    piped = invoke("align", "-m", toy_model_dir, "--view", "none", input="sun\nsun ||| SUN\n")
+    assert piped.exit_code == 2 and "<stdin> line 2 holds a `source ||| target` pair" in (
+        " ".join(piped.stderr.split())
+    )
+
+
 def test_align_naacl_gold_may_end_before_pairs_without_gold_links(toy_model_dir, tmp_path):
     src, tgt, gold = tmp_path / "a.src", tmp_path / "a.tgt", tmp_path / "gold.naacl"
     src.write_text("apple river\ngreen bird\n", encoding="utf-8")
@@ -766,6 +798,45 @@ def test_align_naacl_gold_may_end_before_pairs_without_gold_links(toy_model_dir,
     assert streamed.exit_code == 0 and "2 sure gold links, 2 pairs" in " ".join(
         streamed.stderr.split()
     )
+
+
+def test_a_model_stopped_before_its_first_validation_points_to_resume(toy_model_dir, tmp_path):
+    import shutil
+
+    from nmt_cli import checkpoint
+
+    stopped = tmp_path / "stopped"
+    shutil.copytree(toy_model_dir, stopped)
+    (stopped / checkpoint.MODEL_FILE).unlink()
+    (stopped / checkpoint.LAST_FILE).parent.mkdir(exist_ok=True)
+    (stopped / checkpoint.LAST_FILE).write_bytes(b"")
+    result = invoke("translate", "-m", stopped, input="apple\n")
+    said = " ".join(result.stderr.split())
+    assert result.exit_code == 3 and "stopped before its first validation" in said
+    assert f"nmt train DATA_DIR -o {stopped} --resume" in said
+
+
+def test_align_src_alone_points_to_aligning_source_sentences(toy_model_dir, tmp_path):
+    src = tmp_path / "a.src"
+    src.write_text("apple river\n", encoding="utf-8")
+    result = invoke("align", "-m", toy_model_dir, "--src", src)
+    said = " ".join(result.stderr.split())
+    assert result.exit_code == 2 and "--src was given without --tgt" in said
+    assert "--input FILE" in said and result.stdout == ""
+
+
+def test_align_says_when_a_naacl_gold_numbers_its_sentences_from_elsewhere(toy_model_dir, tmp_path):
+    src, tgt, gold = tmp_path / "a.src", tmp_path / "a.tgt", tmp_path / "gold.naacl"
+    src.write_text("apple river\ngreen bird\n", encoding="utf-8")
+    tgt.write_text("RIVER APPLE\nBIRD GREEN\n", encoding="utf-8")
+    gold.write_text("101 1 2 S\n101 2 1 S\n102 1 2 S\n", encoding="utf-8")  # a cut file
+    result = invoke("align", "-m", toy_model_dir, "--src", src, "--tgt", tgt, "--gold", gold)
+    told = "gold.naacl has 102 alignments but there are 2 pairs to align"
+    assert result.exit_code == 2 and told in " ".join(result.stderr.split())
+    assert "its sentence numbers start at 101" in " ".join(result.stderr.split())
+    gold.write_text("1 1 2 S\n2 1 2 S\n3 1 1 S\n", encoding="utf-8")  # one pair too many
+    longer = invoke("align", "-m", toy_model_dir, "--src", src, "--tgt", tgt, "--gold", gold)
+    assert longer.exit_code == 2 and "start at" not in longer.stderr
 
 
 def test_align_threshold_without_a_method_selects_the_threshold_method(toy_model_dir):

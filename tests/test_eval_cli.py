@@ -64,6 +64,17 @@ def test_empty_lines_ending_a_file_are_named_as_what_to_remove(tmp_path, blank):
     assert "parallel" not in result.stderr  # not the message for files that do not match
 
 
+def test_empty_reference_lines_inside_the_file_are_warned_of_and_scored(tmp_path):
+    lines = Path(REF).read_text(encoding="utf-8").splitlines()
+    holed = tmp_path / "holed.en"
+    holed.write_text("\n".join(["", *lines[1:4], "", *lines[5:]]) + "\n", encoding="utf-8")
+    result = _eval("--hyp", HYP, "--ref", str(holed))
+    said = " ".join(result.stderr.split())
+    assert result.exit_code == 0 and "BLEU" in result.stdout
+    assert f"{holed}: 2 of its lines are empty (the first: line 1)" in said
+    assert "empty" not in _eval("--hyp", HYP, "--ref", REF).stderr
+
+
 def test_mismatched_source_is_refused(tmp_path):
     source = tmp_path / "src.de"
     source.write_text("nur eine Zeile\n")

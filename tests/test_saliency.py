@@ -67,13 +67,13 @@ def test_both_is_the_mean_of_attention_and_saliency(toy_model_dir):
     )
 
 
-def test_align_cli_with_saliency_weights(toy_model_dir, tmp_path):
+def test_align_cli_with_saliency_weights(toy_model_dir, toy_reverse_dir, tmp_path):
     text = "apple river ||| RIVER APPLE\ngreen bird sun ||| SUN BIRD GREEN\n"
     gold = tmp_path / "gold.align"
     gold.write_text("0-1 1-0\n0-2 1-1 2-0\n")
     result = invoke(
         "align", "-m", toy_model_dir, "--view", "none", "--weights", "saliency",
-        "--reverse-model", toy_model_dir, "--gold", gold, input=text,
+        "--reverse-model", toy_reverse_dir, "--gold", gold, input=text,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
@@ -82,14 +82,16 @@ def test_align_cli_with_saliency_weights(toy_model_dir, tmp_path):
 
 
 @pytest.mark.parametrize("mode", ["pairs", "translate"])
-def test_align_cli_with_corpus_prior_keeps_one_line_per_input_line(toy_model_dir, mode):
+def test_align_cli_with_corpus_prior_keeps_one_line_per_input_line(
+    toy_model_dir, toy_reverse_dir, mode
+):
     if mode == "pairs":
         text = "apple river ||| RIVER APPLE\ngreen bird sun ||| SUN BIRD GREEN\n" * 3
     else:
         text = "apple river\n\ngreen bird sun\n"
     args = ["--method", "mutual", "--grow-threshold", "0.2", "--symmetrize", "mean"]
     result = invoke(
-        "align", "-m", toy_model_dir, "--reverse-model", toy_model_dir, "--view", "none",
+        "align", "-m", toy_model_dir, "--reverse-model", toy_reverse_dir, "--view", "none",
         "--corpus-prior", "0.5", *args, input=text,
     )  # fmt: skip
     assert result.exit_code == 0, result.output

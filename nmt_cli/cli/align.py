@@ -57,9 +57,9 @@ def align(
     method: str | None = _extract(
         None,
         "argmax per target word; mutual (a cell strongest in its row and its column); "
-        "or threshold (default: argmax; for a model trained with guided alignment, threshold "
-        "0.5 with --grow-threshold 0.2, or 0.3 with 0.25 under --link-prior, which naming "
-        "threshold keeps).",
+        "or threshold. Default: argmax; for a model trained with guided alignment, threshold "
+        "0.5 with --grow-threshold 0.2 (0.3 with 0.25 under --link-prior), and "
+        "`--method threshold` alone keeps those values.",
     ),
     threshold: float | None = _extract(
         None,
@@ -392,6 +392,12 @@ def _checked_pair_files(src, tgt, tsv, input):
         return None
     if input is not None:
         raise ConfigError("give either --src/--tgt, --tsv or --input, not several")
+    if src is not None and tgt is None and tsv is None:
+        raise ConfigError(
+            "--src was given without --tgt: give --tgt FILE with the translations to align, "
+            "or pass the source sentences alone with --input FILE (or on stdin) to translate "
+            "and align them"
+        )
     source = ParallelSource(src=src, tgt=tgt, tsv=tsv)
     count = sum(1 for _ in checked_pairs(read_pairs(source), source.describe()))
     return source, count
@@ -418,7 +424,23 @@ def _input_form(lines, name: str):
             "source sentences, replace their tabs with spaces"
         )
     rest = itertools.chain(leading, [first], iterator)
-    return ("pairs" if "|||" in first else "sources"), rest
+    if "|||" in first:
+        return "pairs", rest
+    return "sources", _sources_only(rest, name, len(leading) + 1)
+
+
+def _sources_only(lines, name: str, first: int):
+    """The source lines to translate; one that holds ' ||| ' mixes the two forms: an error."""
+    from nmt_cli.errors import InputError
+
+    for number, line in enumerate(lines, start=1):
+        if "|||" in line:
+            raise InputError(
+                f"{name} line {number} holds a `source ||| target` pair, but line {first} is a "
+                "source sentence to translate: give `source ||| target` on every line, or "
+                "only source sentences"
+            )
+        yield line
 
 
 def _check_lines(lines, name: str) -> None:

@@ -32,8 +32,9 @@ class AlignOutput:
         if self.gold_path is None:
             return
         self.gold = read_gold(self.gold_path)
+        first = 1  # the first sentence a NAACL gold has a link for
         if isinstance(self.gold, LinkListedGold):  # the sentences up to its last link
-            self.listed = len(self.gold)
+            self.listed, first = len(self.gold), self.gold.first
         if not self.gold:
             raise InputError(
                 f"{self.gold_path} is empty: give the gold alignments of these sentence pairs, "
@@ -44,9 +45,15 @@ class AlignOutput:
         if pairs is not None:
             self.gold = _without_trailing_empty(self.gold, pairs)
         if pairs is not None and pairs != len(self.gold):
+            numbered = (
+                f" (its sentence numbers start at {first:,}: number the sentences of these "
+                "pairs from 1)"
+                if first > 1 and len(self.gold) > pairs
+                else ""
+            )
             raise InputError(
                 f"{self.gold_path} has {_alignments(len(self.gold))} but there are {pairs:,} "
-                "pairs to align: give the gold file of these sentence pairs"
+                f"pairs to align: give the gold file of these sentence pairs{numbered}"
             )
 
     def run(self, pairs) -> None:

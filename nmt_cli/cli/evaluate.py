@@ -130,7 +130,7 @@ def evaluate(
 
 def _warn_unicode_forms(texts: dict, hyp, refs: list[Path], compare) -> None:
     from nmt_cli.cli.boundary import warn
-    from nmt_cli.evaluate import unicode_form_problems
+    from nmt_cli.evaluate import empty_reference_problems, unicode_form_problems
 
     def shown(path):
         return "<stdin>" if str(path) == "-" else path
@@ -139,6 +139,9 @@ def _warn_unicode_forms(texts: dict, hyp, refs: list[Path], compare) -> None:
     scored += [(shown(path), lines) for path, lines in zip(refs, texts["refs"], strict=True)]
     scored += [(shown(compare), texts["compare"])] if compare is not None else []
     for problem in unicode_form_problems(scored):
+        warn(problem)
+    references = [(shown(path), lines) for path, lines in zip(refs, texts["refs"], strict=True)]
+    for problem in empty_reference_problems(references):
         warn(problem)
 
 
@@ -231,12 +234,22 @@ def _read_inputs(
                 "empty; pass the file with the reference translations"
             )
 
-    def shown(path):
-        return "<stdin>" if str(path) == "-" else path
+    def shown(path, option: str):
+        """The name an error gives: a pipe's /dev/fd/N (from `<(...)`) says which option."""
+        if str(path) == "-":
+            return "<stdin>"
+        if str(path).startswith(("/dev/fd/", "/proc/self/fd/")):
+            return f"--{option} ({path})"
+        return path
 
-    given = [(shown(named[key]), texts[key]) for key in ("hyp", "src") if named[key] is not None]
-    second = [(shown(compare), texts["compare"])] if compare is not None else []
-    check_line_counts([*given, *zip(map(shown, refs), texts["refs"], strict=True), *second])
+    given = [
+        (shown(named[key], key), texts[key]) for key in ("hyp", "src") if named[key] is not None
+    ]
+    references = [
+        (shown(path, "ref"), lines) for path, lines in zip(refs, texts["refs"], strict=True)
+    ]
+    second = [(shown(compare, "compare"), texts["compare"])] if compare is not None else []
+    check_line_counts([*given, *references, *second])
     return texts
 
 

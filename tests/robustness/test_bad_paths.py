@@ -398,6 +398,18 @@ def test_eval_and_align_read_their_files_from_named_pipes(files, tmp_path, monke
     assert aligned.stdout == expected.stdout
 
 
+@pytest.mark.skipif(not Path("/dev/fd").is_dir(), reason="no /dev/fd for process substitution")
+def test_files_from_process_substitution_are_named_by_their_option():
+    """`--hyp <(...)` reaches nmt as /dev/fd/63: an error says which option that was."""
+    command = (
+        f"{sys.executable} -m nmt_cli eval --hyp <(printf 'a b\\nc d\\n') --ref <(printf 'a b\\n')"
+    )
+    result = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and result.stdout == ""
+    assert "--hyp (/dev/fd/" in result.stderr and "has 2 lines but --ref (/dev/fd/" in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
 def test_translate_answers_each_line_a_program_writes_before_the_next(toy_model_dir):
     """A program that writes a line into a pipe and waits for its translation before the next
     gets it: translate ends a batch when no more input has come, instead of holding the line
