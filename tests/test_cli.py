@@ -816,6 +816,18 @@ def test_a_model_stopped_before_its_first_validation_points_to_resume(toy_model_
     assert f"nmt train DATA_DIR -o {stopped} --resume" in said
 
 
+def test_more_threads_than_cores_are_warned_of_once(toy_model_dir):
+    from nmt_cli.device import available_cores
+
+    many = available_cores() + 7
+    result = invoke("translate", "-m", toy_model_dir, "--threads", str(many), input="apple\n")
+    said = " ".join(result.stderr.split())
+    assert result.exit_code == 0 and len(result.stdout.splitlines()) == 1
+    assert said.count(f"--threads {many} is more than the {available_cores()} core") == 1
+    fitting = invoke("translate", "-m", toy_model_dir, "--threads", "1", input="apple\n")
+    assert "--threads" not in fitting.stderr
+
+
 def test_align_src_alone_points_to_aligning_source_sentences(toy_model_dir, tmp_path):
     src = tmp_path / "a.src"
     src.write_text("apple river\n", encoding="utf-8")

@@ -292,3 +292,7 @@ def test_align_warns_when_a_guided_models_thresholds_meet_other_units(toy_data_d
     assert "was trained to align" not in own.stderr + chosen.stderr
     assert f"{out} was trained to align word units (guided alignment)" in other.stderr
     assert "use --unit word, or --method argmax" in other.stderr
+    said = " ".join(other.stderr.split())  # the rates it would mix in by default are off too
+    assert "its link rates (of word units) are left out" in said
+    without = invoke(*args, "--unit", "piece", "--link-prior", "0", input=pair)
+    assert "left out" not in without.stderr and "was trained to align" in without.stderr

@@ -203,12 +203,18 @@ def align(
     options = replace(options, **chosen)
     _check_options(options)
     if trained.guided_alignment and unit != trained.align_unit and options.method == "threshold":
+        from nmt_cli.checkpoint import LINK_RATES_FILE
         from nmt_cli.cli.boundary import warn
 
+        left_out = (
+            f"its link rates (of {trained.align_unit} units) are left out, and "
+            if link_prior is None and not corpus_prior and (model / LINK_RATES_FILE).is_file()
+            else ""
+        )
         warn(
             f"{model} was trained to align {trained.align_unit} units (guided alignment): "
-            f"its weights over --unit {unit} may fall below --threshold and give few links; "
-            f"use --unit {trained.align_unit}, or --method argmax"
+            f"over --unit {unit} {left_out}its weights may fall below --threshold and give "
+            f"few links; use --unit {trained.align_unit}, or --method argmax"
         )
     if view == "auto":
         view = "heatmap" if sys.stdout.isatty() and not json_output else "none"

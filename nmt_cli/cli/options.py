@@ -101,11 +101,20 @@ def bf16_option(panel: str | None = None) -> Any:
 
 
 def check_device_options(device: str, threads: int) -> None:
-    """Refuse a --device or --threads value torch cannot take (ConfigError, exit 2)."""
-    from nmt_cli.device import check_device, check_threads
+    """Refuse a --device or --threads value torch cannot take (ConfigError, exit 2); warn of
+    more threads than this process has cores (they only wait for one another)."""
+    from nmt_cli.device import available_cores, check_device, check_threads
 
     check_device(device)
     check_threads(threads)
+    cores = available_cores()
+    if threads > cores:
+        from nmt_cli.cli.boundary import warn
+
+        warn(
+            f"--threads {threads:,} is more than the {cores:,} core{'s' * (cores != 1)} this "
+            f"process may use: the extra threads only wait; give --threads {cores} or 0"
+        )
 
 
 def given_on_the_command_line(context: typer.Context, names: tuple[str, ...]) -> list[str]:
