@@ -709,7 +709,7 @@ def _read_pharaoh(lines: list[str], name: str, base: int) -> list[GoldAlignment]
 def _read_naacl(lines: list[str], name: str, base: int) -> list[GoldAlignment]:
     sure: dict[int, set[Link]] = defaultdict(set)
     possible: dict[int, set[Link]] = defaultdict(set)
-    last = 0
+    last, first = 0, None
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -719,27 +719,26 @@ def _read_naacl(lines: list[str], name: str, base: int) -> list[GoldAlignment]:
         if int(match[1]) < 1:
             raise _bad_gold_line(name, number, line, "sentence numbers counted from 1")
         sentence, src, tgt = int(match[1]), int(match[2]), int(match[3])
-        last = max(last, sentence)
+        last, first = max(last, sentence), min(first or sentence, sentence)
         if base == 1 and (src == 0 or tgt == 0):
             continue  # a link to the NULL word
         link = (src - base, tgt - base)
         possible[sentence].add(link)
         if match[4] != "P":
             sure[sentence].add(link)
-    first = min(possible, default=1)  # before the empty sentences are filled in below
     gold = LinkListedGold(
         GoldAlignment(frozenset(sure[s]), frozenset(possible[s] | sure[s]))
         for s in range(1, last + 1)
     )
-    gold.first = first
+    gold.first = first or 1
     return gold
 
 
 class LinkListedGold(list):
     """Gold read from a file that lists links (NAACL): it ends at the last sentence with a
     link, so sentences after it may exist without one. `padded(count)` is the list for a
-    corpus of `count` pairs, the missing sentences with no gold links. `first` is the number of
-    the first sentence with a link."""
+    corpus of `count` pairs, the missing sentences with no gold links. `first` is the lowest
+    sentence number the file lists (a NULL link included)."""
 
     first: int = 1
 

@@ -210,19 +210,25 @@ def unicode_form_problems(files: Sequence[tuple[str | os.PathLike, Sequence[str]
     return problems
 
 
-def empty_reference_problems(refs: Sequence[tuple[str | os.PathLike, Sequence[str]]]) -> list[str]:
-    """For each reference with some empty lines (one with only empty lines is refused), what
-    to say: the hypothesis of such a line is scored against nothing."""
-    problems = []
-    for name, lines in refs:
-        empty = [number for number, line in enumerate(lines, start=1) if not line.strip()]
-        if empty and len(empty) < len(lines):
-            problems.append(
-                f"{name}: {len(empty):,} of its lines {_are(len(empty))} empty (the first: line "
-                f"{empty[0]:,}); the hypotheses there are scored against nothing, which lowers "
-                "every score: give their references or leave those lines out of both files"
-            )
-    return problems
+def empty_reference_problems(
+    hyps: Sequence[str], refs: Sequence[tuple[str | os.PathLike, Sequence[str]]]
+) -> list[str]:
+    """What to say of lines whose every reference is empty while the hypothesis is not: that
+    hypothesis is scored against nothing (a line empty on both sides costs nothing)."""
+    empty = [
+        number
+        for number, hyp in enumerate(hyps, start=1)
+        if hyp.strip() and not any(lines[number - 1].strip() for _, lines in refs)
+    ]
+    if not empty:
+        return []
+    names = " and ".join(str(name) for name, _ in refs)
+    return [
+        f"{names}: {len(empty):,} line{'s' * (len(empty) != 1)} with a translation but no "
+        f"reference (the first: line {empty[0]:,}); those translations are scored against "
+        "nothing, which worsens every score: give their references or leave those lines out "
+        "of both files"
+    ]
 
 
 def _are(count: int, many: str = "are", one: str = "is") -> str:

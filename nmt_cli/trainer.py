@@ -259,8 +259,9 @@ class Trainer:
             return
         self._divergence_told = True
         message = (
-            f"step {step}: the training loss per target piece, {nll:.2f}, is above a uniform "
-            f"guess's over the {vocab:,} pieces ({uniform:.2f}): training is diverging; stop it "
+            f"step {step}: the training NLL per target piece, {nll:.2f} (ppl {math.exp(min(nll, 50.0)):,.0f}), "
+            f"is above a uniform guess's over the {vocab:,} pieces ({uniform:.2f}): training is "
+            "diverging; stop it "
             f"(Ctrl-C) and train again with a lower --lr (now {t.lr:g}) or more --batch-tokens "
             f"(now {t.batch_tokens:,})"
         )

@@ -681,3 +681,10 @@ def test_auto_units_of_a_model_follow_its_training_text():
     assert model_unit(model(False, True)) == "char"  # English to unsegmented Chinese
     assert model_unit(model(False, False)) == "word"  # e.g. the demo's segmented Chinese
     assert model_unit(model(None, None)) == "auto"  # trained before it was recorded: per line
+
+
+def test_a_naacl_gold_knows_the_first_sentence_it_lists():
+    from nmt_cli.alignment import read_gold
+
+    assert read_gold(["1 0 1 S", "2 1 1 S"]).first == 1  # a NULL link still lists sentence 1
+    assert read_gold(["101 1 1 S", "102 2 1 P"]).first == 101

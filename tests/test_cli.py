@@ -704,6 +704,10 @@ def test_align_refuses_a_reverse_model_that_translates_the_same_way(toy_model_di
     shutil.copytree(toy_model_dir, copy)
     again = invoke("align", "-m", toy_model_dir, "--reverse-model", copy, input=text)
     assert again.exit_code == 2 and "translates the same way" in again.stderr
+    meta = json.loads((copy / "meta.json").read_text())
+    (copy / "meta.json").write_text(json.dumps({**meta, "data_fingerprint": None}))
+    same = invoke("align", "-m", copy, "--reverse-model", tmp_path / "." / "copy", input=text)
+    assert same.exit_code == 2 and "translates the same way" in same.stderr  # by its path
 
 
 def test_align_refuses_gold_links_for_sentences_it_translates(toy_model_dir, tmp_path):

@@ -19,7 +19,7 @@ def test_a_loss_above_a_uniform_guess_is_reported_once_as_divergence(toy_data_di
         src_vocab_size=data.src_vocab_size,
         tgt_vocab_size=data.tgt_vocab_size,
     )
-    config = Config(model=model, train=TrainConfig(threads=1, warmup_steps=10, lr=0.5))
+    config = Config(model=model, train=TrainConfig(threads=1, warmup_steps=150, lr=0.5))
     events = []
     trainer = Trainer(config, data, tmp_path, on_event=events.append)
     uniform = math.log(data.tgt_vocab_size)
@@ -27,16 +27,17 @@ def test_a_loss_above_a_uniform_guess_is_reported_once_as_divergence(toy_data_di
     def report(step: int, nll: float) -> list[str]:
         trainer.progress.step = step
         window = Window()
-        window.add(Measured(nll, nll, 100, None))
+        window.add(Measured(1.0, nll, 100, None))  # the NLL, not the label-smoothed loss
         before = len(events)
         trainer._warn_if_diverging(window)
         return [e.data["message"] for e in events[before:] if e.kind == "warning"]
 
     assert report(DIVERGENCE_AFTER - 1, uniform + 5) == []  # too early to tell
-    assert report(DIVERGENCE_AFTER, uniform + 0.5) == []  # no worse than a first guess
-    told = report(DIVERGENCE_AFTER + 20, uniform + 5)
+    assert report(149, uniform + 5) == []  # still warming up (150 steps)
+    assert report(150, uniform + 0.5) == []  # no worse than a first guess
+    told = report(170, uniform + 5)
     assert len(told) == 1 and "training is diverging" in told[0]
     assert (
         "lower --lr (now 0.5)" in told[0] and f"over the {data.tgt_vocab_size:,} pieces" in told[0]
     )
-    assert report(DIVERGENCE_AFTER + 40, uniform + 9) == []  # said once
+    assert report(190, uniform + 9) == []  # said once

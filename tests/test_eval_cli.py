@@ -71,8 +71,15 @@ def test_empty_reference_lines_inside_the_file_are_warned_of_and_scored(tmp_path
     result = _eval("--hyp", HYP, "--ref", str(holed))
     said = " ".join(result.stderr.split())
     assert result.exit_code == 0 and "BLEU" in result.stdout
-    assert f"{holed}: 2 of its lines are empty (the first: line 1)" in said
-    assert "empty" not in _eval("--hyp", HYP, "--ref", REF).stderr
+    assert f"{holed}: 2 lines with a translation but no reference (the first: line 1)" in said
+    assert "no reference" not in _eval("--hyp", HYP, "--ref", REF).stderr
+    both = tmp_path / "both.en"  # empty in the hypothesis too: nothing is lost there
+    hyps = Path(HYP).read_text(encoding="utf-8").splitlines()
+    both.write_text("\n".join(["", *hyps[1:4], "", *hyps[5:]]) + "\n", encoding="utf-8")
+    quiet = _eval("--hyp", str(both), "--ref", str(holed))
+    assert quiet.exit_code == 0 and "no reference" not in quiet.stderr
+    second = _eval("--hyp", HYP, "--ref", str(holed), "--ref", REF)  # the other one has them
+    assert second.exit_code == 0 and "no reference" not in second.stderr
 
 
 def test_mismatched_source_is_refused(tmp_path):

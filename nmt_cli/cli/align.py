@@ -436,7 +436,8 @@ def _input_form(lines, name: str):
 
 
 def _sources_only(lines, name: str, first: int):
-    """The source lines to translate; one that holds ' ||| ' mixes the two forms: an error."""
+    """The source lines to translate; one that holds ||| (what makes a first line a pair)
+    mixes the two forms: an error, when that line is reached."""
     from nmt_cli.errors import InputError
 
     for number, line in enumerate(lines, start=1):

@@ -141,7 +141,8 @@ def _warn_unicode_forms(texts: dict, hyp, refs: list[Path], compare) -> None:
     for problem in unicode_form_problems(scored):
         warn(problem)
     references = [(shown(path), lines) for path, lines in zip(refs, texts["refs"], strict=True)]
-    for problem in empty_reference_problems(references):
+    scored = texts["hyp"] if texts["hyp"] is not None else texts["src"] or []  # -m: its sources
+    for problem in empty_reference_problems(scored, references):
         warn(problem)
 
 

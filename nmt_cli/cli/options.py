@@ -108,11 +108,11 @@ def check_device_options(device: str, threads: int) -> None:
     check_device(device)
     check_threads(threads)
     cores = available_cores()
-    if threads > cores:
+    if threads > cores and not device.startswith("cuda"):
         from nmt_cli.cli.boundary import warn
 
         warn(
-            f"--threads {threads:,} is more than the {cores:,} core{'s' * (cores != 1)} this "
+            f"--threads {threads} is more than the {cores:,} core{'s' * (cores != 1)} this "
             f"process may use: the extra threads only wait; give --threads {cores} or 0"
         )
 
