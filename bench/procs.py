@@ -78,8 +78,8 @@ def _default_sigint() -> None:
 class LoopStart:
     """Where a child says that its timed work begins: the first line of `log`, written after
     the child started, that matches `pattern`. The budget then runs from that line, looked for
-    every `poll_s`; a child that has not written it after `startup_s` gets its budget from
-    then, as if it had."""
+    every `poll_s`; a child that has not written it after `startup_s` (or whose log cannot be
+    read) gets its budget from then, as if it had."""
 
     log: Path
     pattern: re.Pattern
@@ -146,6 +146,8 @@ class _Budget:
                         chunk = log.read()
                 except FileNotFoundError:
                     continue
+                except OSError:  # cannot be read (a folder, no permission): from now on
+                    break
                 complete = chunk.rfind(b"\n") + 1  # search whole lines only
                 lines = chunk[:complete].decode("utf-8", errors="replace").splitlines()
                 if any(start.pattern.search(line) for line in lines):
