@@ -132,15 +132,13 @@ def _warn_unicode_forms(texts: dict, hyp, refs: list[Path], compare) -> None:
     from nmt_cli.cli.boundary import warn
     from nmt_cli.evaluate import empty_reference_problems, unicode_form_problems
 
-    def shown(path):
-        return "<stdin>" if str(path) == "-" else path
-
-    scored = [(shown(hyp), texts["hyp"])] if hyp is not None else []
-    scored += [(shown(path), lines) for path, lines in zip(refs, texts["refs"], strict=True)]
-    scored += [(shown(compare), texts["compare"])] if compare is not None else []
+    scored = [(_shown(hyp, "hyp"), texts["hyp"])] if hyp is not None else []
+    refs_shown = [_shown(path, "ref") for path in refs]
+    scored += list(zip(refs_shown, texts["refs"], strict=True))
+    scored += [(_shown(compare, "compare"), texts["compare"])] if compare is not None else []
     for problem in unicode_form_problems(scored):
         warn(problem)
-    references = [(shown(path), lines) for path, lines in zip(refs, texts["refs"], strict=True)]
+    references = list(zip(refs_shown, texts["refs"], strict=True))
     scored = texts["hyp"] if texts["hyp"] is not None else texts["src"] or []  # -m: its sources
     for problem in empty_reference_problems(scored, references):
         warn(problem)
@@ -212,6 +210,16 @@ def _parse_buckets(text: str) -> list[int]:
     return bounds
 
 
+def _shown(path, option: str):
+    """How a message names an input file: `<stdin>` for "-", and a pipe's /dev/fd/N (from
+    `--hyp <(...)`) with its option, so that it says which one it was."""
+    if str(path) == "-":
+        return "<stdin>"
+    if str(path).startswith(("/dev/fd/", "/proc/self/fd/")):
+        return f"--{option} ({path})"
+    return path
+
+
 def _read_inputs(
     hyp: Path | None, refs: list[Path], src: Path | None, compare: Path | None
 ) -> dict:
@@ -231,25 +239,17 @@ def _read_inputs(
             from nmt_cli.errors import InputError
 
             raise InputError(
-                f"{'<stdin>' if str(path) == '-' else path}: every line of this reference is "
-                "empty; pass the file with the reference translations"
+                f"{_shown(path, 'ref')}: every line of this reference is empty; pass the file "
+                "with the reference translations"
             )
 
-    def shown(path, option: str):
-        """The name an error gives: a pipe's /dev/fd/N (from `<(...)`) says which option."""
-        if str(path) == "-":
-            return "<stdin>"
-        if str(path).startswith(("/dev/fd/", "/proc/self/fd/")):
-            return f"--{option} ({path})"
-        return path
-
     given = [
-        (shown(named[key], key), texts[key]) for key in ("hyp", "src") if named[key] is not None
+        (_shown(named[key], key), texts[key]) for key in ("hyp", "src") if named[key] is not None
     ]
     references = [
-        (shown(path, "ref"), lines) for path, lines in zip(refs, texts["refs"], strict=True)
+        (_shown(path, "ref"), lines) for path, lines in zip(refs, texts["refs"], strict=True)
     ]
-    second = [(shown(compare, "compare"), texts["compare"])] if compare is not None else []
+    second = [(_shown(compare, "compare"), texts["compare"])] if compare is not None else []
     check_line_counts([*given, *references, *second])
     return texts
 

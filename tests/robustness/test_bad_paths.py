@@ -408,6 +408,10 @@ def test_files_from_process_substitution_are_named_by_their_option():
     assert result.returncode == 2 and result.stdout == ""
     assert "--hyp (/dev/fd/" in result.stderr and "has 2 lines but --ref (/dev/fd/" in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    blank = f"{sys.executable} -m nmt_cli eval --hyp <(printf 'a\\n') --ref <(printf ' \\n')"
+    result = subprocess.run(["bash", "-c", blank], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "error: --ref (/dev/fd/" in result.stderr
+    assert "every line of this reference is empty" in result.stderr
 
 
 def test_translate_answers_each_line_a_program_writes_before_the_next(toy_model_dir):
