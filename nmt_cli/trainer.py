@@ -350,6 +350,7 @@ class Trainer:
             "tgt_lang": self.data.tgt_lang,
             "src_unsegmented": self._unsegmented["src"],
             "tgt_unsegmented": self._unsegmented["tgt"],
+            "lowercase": self.data.lowercase,  # its input is lowercased alike (text_form)
             "device": str(self.device),
             "world_size": self.ranks.world,
         }

@@ -78,6 +78,13 @@ class Translator:
         (Chinese, Japanese); None for a model trained before nmt recorded it."""
         return self.meta.get("src_unsegmented"), self.meta.get("tgt_unsegmented")
 
+    def text_form(self, line: str) -> str:
+        """A line as the model's training text was written: normalised as `nmt prepare`
+        cleans it (NFC; tabs, no-break spaces and other whitespace runs one space), and
+        lowercased when its data was prepared with --lowercase."""
+        text = normalize(line)
+        return text.lower() if self.meta.get("lowercase") else text
+
     def _text(self, pieces: list[str]) -> str:
         """A translation's text; for a target written without spaces, without the stray
         spaces a word-starting piece leaves between two of its characters."""
@@ -242,7 +249,7 @@ class Translator:
         is first normalised as `nmt prepare` cleans training text (NFC; tabs, no-break spaces
         and other whitespace runs one space): the model has seen no other whitespace, and a
         word index (`--align`) counts the words `str.split` finds."""
-        ids = self.src_tokenizer.encode(normalize(line))
+        ids = self.src_tokenizer.encode(self.text_form(line))
         truncated = len(ids) > self.max_source_pieces
         return np.asarray(ids[: self.max_source_pieces], dtype=np.int64), truncated
 
@@ -296,8 +303,8 @@ class Translator:
         """Both sides' ids, each normalised first (see `_encode_source`), the source cut to the
         pieces the model reads (`max_source_pieces`), the target to the longest output it may
         write (`max_target_pieces`: a pasted document is not aligned piece by piece)."""
-        src_ids = self.src_tokenizer.encode(normalize(source))[: self.max_source_pieces]
-        tgt_ids = self.tgt_tokenizer.encode(normalize(target))[: self.max_target_pieces]
+        src_ids = self.src_tokenizer.encode(self.text_form(source))[: self.max_source_pieces]
+        tgt_ids = self.tgt_tokenizer.encode(self.text_form(target))[: self.max_target_pieces]
         return np.asarray(src_ids, dtype=np.int64), np.asarray(tgt_ids, dtype=np.int64)
 
     def _piece_names(self, src_ids: np.ndarray, tgt_ids: np.ndarray) -> tuple[list[str], list[str]]:

@@ -321,7 +321,6 @@ def _warn_when_cut(pairs, translator, name: str, cut: LineWarnings, output, unit
     that get no links): the first few named, the rest counted by `cut`. Such a side's whole
     length in `unit`s goes to `output.full_lengths`, for the gold links past the cut."""
     from nmt_cli.alignment import unit_for, units
-    from nmt_cli.data.clean import normalize
 
     sides = (
         ("source", translator.src_tokenizer, translator.max_source_pieces, "the model's"),
@@ -331,7 +330,7 @@ def _warn_when_cut(pairs, translator, name: str, cut: LineWarnings, output, unit
         for index, (text, (side, tokenizer, limit, whose)) in enumerate(
             zip(pair, sides, strict=True)
         ):
-            pieces = tokenizer.encode_pieces(normalize(text))  # as `nmt align` encodes it
+            pieces = tokenizer.encode_pieces(translator.text_form(text))  # as align encodes it
             if len(pieces) > limit:
                 if output.gold_path is not None:  # what the gold links must fit
                     whole = len(units(pieces, unit_for(unit, *pair))[0])
@@ -509,11 +508,10 @@ def _warn_when_source_cut(lines, translator, name: str, cut: LineWarnings):
     """Source lines to translate and align, with a warning for each longer than the model reads,
     as `nmt translate` warns: only its first pieces are translated, and its later words get no
     links (the first few named, the rest counted by `cut`)."""
-    from nmt_cli.data.clean import normalize
 
     limit = translator.max_source_pieces
     for number, line in enumerate(lines, start=1):
-        if len(translator.src_tokenizer.encode_pieces(normalize(line))) > limit:
+        if len(translator.src_tokenizer.encode_pieces(translator.text_form(line))) > limit:
             cut.line(
                 f"{name} line {number} is longer than the model's {limit} pieces: translated and "
                 f"aligned its first {limit} (the words after them get no links)",

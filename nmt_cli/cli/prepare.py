@@ -45,6 +45,12 @@ def prepare(
         "1.5 CJK characters count as a word). 0: no limit.",
     ),
     dedup: bool = _clean(True, "Drop repeated training pairs.", "--dedup/--no-dedup"),
+    lowercase: bool = _clean(
+        False,
+        "Lowercase both sides of every split (as word-alignment tasks do); the model records "
+        "it, and translate, align and serve lowercase their input alike.",
+        "--lowercase",
+    ),
     vocab_size: int = _spm(8000, "Pieces per SentencePiece model."),
     model_type: str = _spm("unigram", "unigram or bpe."),
     joint: bool = _spm(
@@ -75,7 +81,7 @@ def prepare(
         dev_size=dev_size,
         test_size=test_size,
         seed=seed,
-        clean=CleanOptions(max_len=max_len, max_ratio=max_ratio, dedup=dedup),
+        clean=CleanOptions(max_len=max_len, max_ratio=max_ratio, dedup=dedup, lowercase=lowercase),
         vocab_size=vocab_size,
         model_type=model_type,
         joint=joint,

@@ -51,6 +51,7 @@ class CleanOptions:
     max_len: int = 100  # longest allowed side, in count_tokens units
     max_ratio: float = 3.0  # longest allowed longer/shorter side, in ratio_length units
     dedup: bool = True  # drop exact repeats of a (source, target) pair, keeping the first
+    lowercase: bool = False  # lowercase both sides (every split, given ones too)
 
 
 @dataclass(frozen=True)
@@ -191,9 +192,14 @@ class PairCleaner:
     """
 
     def __init__(
-        self, options: CleanOptions | None, seen: SeenPairs | SeenFingerprints | None = None
+        self,
+        options: CleanOptions | None,
+        seen: SeenPairs | SeenFingerprints | None = None,
+        lowercase: bool = False,
     ) -> None:
         self.options = options
+        # lowercased too: with `options`, as they say; without, as `lowercase` says
+        self.lowercase = options.lowercase if options is not None else lowercase
         self._seen = None
         if options is not None and options.dedup:
             self._seen = seen if seen is not None else SeenFingerprints()
@@ -206,7 +212,7 @@ class PairCleaner:
 
     def clean(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
         """The pairs of this chunk that are kept, normalised, in order."""
-        return self.deduplicate(*filter_pairs(pairs, self.options))
+        return self.deduplicate(*filter_pairs(pairs, self.options, self.lowercase))
 
     @property
     def wants_keys(self) -> bool:
@@ -263,11 +269,14 @@ class FilteredChunk:
 
 
 def filter_chunk(
-    pairs: Sequence[tuple[str, str]], options: CleanOptions | None, with_keys: bool
+    pairs: Sequence[tuple[str, str]],
+    options: CleanOptions | None,
+    with_keys: bool,
+    lowercase: bool = False,
 ) -> FilteredChunk:
     """`filter_pairs` of one chunk, packed for writing; `with_keys`: fingerprint the kept
     pairs too. No state, so any process can do it: `PairCleaner.keep` then drops repeats."""
-    kept, counts = filter_pairs(pairs, options)
+    kept, counts = filter_pairs(pairs, options, lowercase)
     src = "".join([pair[0] + "\n" for pair in kept])
     tgt = "".join([pair[1] + "\n" for pair in kept])
     return FilteredChunk(src, tgt, fingerprints(kept) if with_keys else None, counts)
@@ -280,9 +289,10 @@ def _kept_lines(text: str, fresh: np.ndarray) -> str:
 
 
 def filter_pairs(
-    pairs: Sequence[tuple[str, str]], options: CleanOptions | None
+    pairs: Sequence[tuple[str, str]], options: CleanOptions | None, lowercase: bool = False
 ) -> tuple[list[tuple[str, str]], dict[str, int]]:
-    """Normalise one chunk and drop what the filters drop (None: only normalise), with counts.
+    """Normalise (and with `lowercase`, lowercase) one chunk and drop what the filters drop
+    (None: only normalise), with counts.
 
     No state: chunks can be filtered in parallel and de-duplicated afterwards, in order.
     """
@@ -292,7 +302,9 @@ def filter_pairs(
     for number, (raw_src, raw_tgt) in enumerate(pairs, start=1):
         src, tgt = normalize(raw_src), normalize(raw_tgt)
         if src != raw_src or tgt != raw_tgt:
-            counts["normalized"] += 1
+            counts["normalized"] += 1  # (lowercasing, asked for, is not counted)
+        if lowercase:
+            src, tgt = src.lower(), tgt.lower()
         reason = None if options is None else drop_reason(src, tgt, options)
         if reason is None:
             kept.append((src, tgt))

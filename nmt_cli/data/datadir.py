@@ -70,6 +70,11 @@ class DataDir:
         """The splits this directory holds, in train/dev/test order."""
         return tuple(split for split in SPLITS if split in self.manifest["splits"])
 
+    @property
+    def lowercase(self) -> bool:
+        """Whether `nmt prepare --lowercase` lowercased its text."""
+        return bool(self.manifest.get("options", {}).get("lowercase"))
+
     def has_split(self, split: str) -> bool:
         """True when `split` (train, dev or test) was prepared."""
         return split in self.manifest["splits"]

@@ -195,7 +195,7 @@ def _write_splits(options: PrepareOptions, stage: Path, progress: OnEvent) -> li
     splits = write_train(options.train, options.clean, stage, held_out, options.seed, progress)
     for name, source in (("dev", options.dev), ("test", options.test)):
         if source is not None:
-            splits.append(write_given(name, source, stage, progress))
+            splits.append(write_given(name, source, stage, progress, options.clean.lowercase))
     return sorted(splits, key=lambda split: SPLITS.index(split.name))
 
 

@@ -64,7 +64,7 @@ def _cleaned(
     and writes; at most _IN_FLIGHT chunks are on their way, so memory stays bounded. A small
     corpus never pays for starting them.
     """
-    job = (cleaner.options, cleaner.wants_keys)
+    job = (cleaner.options, cleaner.wants_keys, cleaner.lowercase)
     for chunk in itertools.islice(chunks, _SERIAL_CHUNKS):
         yield cleaner.keep(filter_chunk(chunk, *job))
     first = next(chunks, None)
@@ -74,7 +74,7 @@ def _cleaned(
         for chunk in itertools.chain([first], chunks):
             yield cleaner.keep(filter_chunk(chunk, *job))
         return
-    with _Filterers((cleaner.options, cleaner.wants_keys)) as workers:
+    with _Filterers(job) as workers:
         pending = 0
         for chunk in itertools.chain([first], chunks):
             workers.submit(chunk)
@@ -311,9 +311,12 @@ def _hold_out(
     return splits
 
 
-def write_given(name: str, source: ParallelSource, stage: Path, progress: OnEvent) -> WrittenSplit:
-    """A given dev/test split: normalised only, never filtered (it is a reference)."""
-    counts = _stream(source, PairCleaner(None), stage, name, progress)
+def write_given(
+    name: str, source: ParallelSource, stage: Path, progress: OnEvent, lowercase: bool = False
+) -> WrittenSplit:
+    """A given dev/test split: normalised (and lowercased, with `lowercase`) only, never
+    filtered (it is a reference)."""
+    counts = _stream(source, PairCleaner(None, lowercase=lowercase), stage, name, progress)
     if not counts.kept:
         raise InputError(f"{source.describe()} holds no sentences: give non-empty {name} files")
     return WrittenSplit(name, "given", counts, counts.kept)
