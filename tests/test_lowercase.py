@@ -20,6 +20,7 @@ def test_lowercase_data_trains_a_model_that_lowercases_its_input(tmp_path):
         "--vocab-size", "50", "--lowercase", "-o", data,
     )  # fmt: skip
     assert prepared.exit_code == 0, prepared.output
+    assert "every split lowercased (--lowercase" in " ".join(prepared.stderr.split())
     assert (data / "dev.src").read_text(encoding="utf-8") == "apple river\nété stone\n"
     assert (data / "dev.tgt").read_text(encoding="utf-8") == "river apple\nstone été\n"
     train_tgt = (data / "train.tgt").read_text(encoding="utf-8")

@@ -137,6 +137,7 @@ class PrepareReport:
     joint: bool
     warnings: tuple[str, ...]
     seconds: float
+    lowercase: bool = False  # --lowercase: every split was lowercased
 
 
 def prepare(options: PrepareOptions, progress: OnEvent = ignore) -> PrepareReport:
@@ -159,6 +160,7 @@ def prepare(options: PrepareOptions, progress: OnEvent = ignore) -> PrepareRepor
             splits=reports,
             tokenizers=tokenizers,
             joint=options.joint,
+            lowercase=options.clean.lowercase,
             warnings=(
                 _same_file_warnings(options)
                 + _overlap_warnings(options, stage)

@@ -73,4 +73,6 @@ def _notes(report: PrepareReport) -> list[str]:
     ):
         if names := [split.name for split in report.splits if split.origin == origin]:
             notes.append(f"{', '.join(names)}: {note}")
+    if report.lowercase:
+        notes.append("every split lowercased (--lowercase; not counted as a change)")
     return notes
