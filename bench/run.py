@@ -192,8 +192,7 @@ class Bench:
         (greedy and beam 5, batch 64 and 1, and with --shortlist). `stop` is "", "early" or
         "exact". On a GPU: greedy and beam 5 at batch 64, beam 5 at batch 1, and nmt's beam 5
         with --early-stop (--quantize and --shortlist are CPU speed-ups)."""
-        if self.args.device == "cuda":
-            return self.gpu_translation_jobs()
+        cpu = self.args.device == "cpu"
         jobs = []
         for name, model in self.models.items():
             system = SYSTEMS[name]
@@ -201,13 +200,12 @@ class Bench:
                 continue
             runs = [(beam, False, "", False, 64, False) for beam in (1, 5)]
             runs.append((5, False, "", False, 1, False))
-            if system.ours and system.speedups:
+            if cpu and system.ours and system.speedups:
                 runs += [(1, True, "", False, 64, False), (5, True, "", False, 64, False)]
             if name == "nmt":
-                runs += [
-                    (5, False, "early", False, 64, False),
-                    (5, True, "early", False, 64, False),
-                ]
+                runs.append((5, False, "early", False, 64, False))
+            if name == "nmt" and cpu:
+                runs.append((5, True, "early", False, 64, False))
                 runs += [
                     (5, False, "exact", False, 64, False),
                     (5, False, "exact", False, 1, False),
@@ -216,19 +214,6 @@ class Bench:
                 if native_bf16():
                     runs += [(beam, False, "", False, 64, True) for beam in (1, 5)]
                     runs += [(5, False, "", False, 1, True), (5, False, "", True, 64, True)]
-            jobs += [(system, model, *run) for run in runs]
-        return jobs
-
-    def gpu_translation_jobs(self) -> list[tuple]:
-        """The rows of a GPU run (see translation_jobs)."""
-        jobs = []
-        for name, model in self.models.items():
-            system = SYSTEMS[name]
-            if system.train_only:
-                continue
-            runs = [(1, False, "", False, 64, False), (5, False, "", False, 64, False)]
-            runs.append((5, False, "", False, 1, False))
-            runs += [(5, False, "early", False, 64, False)] if name == "nmt" else []
             jobs += [(system, model, *run) for run in runs]
         return jobs
 

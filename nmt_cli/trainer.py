@@ -33,7 +33,7 @@ from nmt_cli.train_report import Clock, Progress, Window, remaining
 from nmt_cli.updates import Updater
 from nmt_cli.validation import DevScores, Validator
 
-# A training loss this far (nats per target piece) above a uniform guess's, after this many
+# A training NLL this far (nats per target piece) above a uniform guess's, after this many
 # updates and the warm-up, is reported as divergence.
 DIVERGENCE_MARGIN = 1.0
 DIVERGENCE_AFTER = 100
@@ -248,7 +248,7 @@ class Trainer:
         window.restart()
 
     def _warn_if_diverging(self, window: Window) -> None:
-        """Once a run: a loss above a uniform guess's, past the first updates and warm-up, is a
+        """Once a run: an NLL above a uniform guess's, past the first updates and warm-up, is a
         run that learns nothing and gets worse (a finite loss never stops training)."""
         t, step = self.config.train, self.progress.step
         if self._divergence_told or step < max(DIVERGENCE_AFTER, t.warmup_steps):
@@ -258,12 +258,12 @@ class Trainer:
         if nll <= uniform + DIVERGENCE_MARGIN:
             return
         self._divergence_told = True
+        ppl = math.exp(min(nll, 50.0))
         message = (
-            f"step {step}: the training NLL per target piece, {nll:.2f} (ppl {math.exp(min(nll, 50.0)):,.0f}), "
-            f"is above a uniform guess's over the {vocab:,} pieces ({uniform:.2f}): training is "
-            "diverging; stop it "
-            f"(Ctrl-C) and train again with a lower --lr (now {t.lr:g}) or more --batch-tokens "
-            f"(now {t.batch_tokens:,})"
+            f"step {step}: the training NLL per target piece, {nll:.2f} (ppl {ppl:,.0f}), is "
+            f"above a uniform guess's over the {vocab:,} pieces ({uniform:.2f}): training is "
+            f"diverging; stop it (Ctrl-C) and train again with a lower --lr (now {t.lr:g}) or "
+            f"more --batch-tokens (now {t.batch_tokens:,})"
         )
         self._emit(Event("warning", {"step": step, "message": message}))
 

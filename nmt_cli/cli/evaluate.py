@@ -107,7 +107,7 @@ def evaluate(
         scored = [("hyp", hyp), ("compare", compare)]
         check_ter_lengths([(path, texts[key]) for key, path in scored if path is not None])
         check_ter_lengths(list(zip(refs_paths, texts["refs"], strict=True)))
-    _warn_unicode_forms(texts, hyp, refs_paths, compare)
+    _warn_of_inputs(texts, hyp, refs_paths, compare)
     hyps, name_a = texts["hyp"], str(hyp)
     if model is not None:
         from nmt_cli.translator import SearchOptions, Translator
@@ -128,19 +128,22 @@ def evaluate(
     _show(report, {**files, "compare": _name(compare)}, json_output, plot)
 
 
-def _warn_unicode_forms(texts: dict, hyp, refs: list[Path], compare) -> None:
+def _warn_of_inputs(texts: dict, hyp, refs: list[Path], compare) -> None:
+    """Warn of text that sacreBLEU scores otherwise than it looks (other Unicode forms,
+    invisible characters) and of translations that have no reference to be scored against."""
     from nmt_cli.cli.boundary import warn
     from nmt_cli.evaluate import empty_reference_problems, unicode_form_problems
 
+    references = [
+        (_shown(path, "ref"), lines) for path, lines in zip(refs, texts["refs"], strict=True)
+    ]
     scored = [(_shown(hyp, "hyp"), texts["hyp"])] if hyp is not None else []
-    refs_shown = [_shown(path, "ref") for path in refs]
-    scored += list(zip(refs_shown, texts["refs"], strict=True))
+    scored += references
     scored += [(_shown(compare, "compare"), texts["compare"])] if compare is not None else []
     for problem in unicode_form_problems(scored):
         warn(problem)
-    references = list(zip(refs_shown, texts["refs"], strict=True))
-    scored = texts["hyp"] if texts["hyp"] is not None else texts["src"] or []  # -m: its sources
-    for problem in empty_reference_problems(scored, references):
+    translated = texts["hyp"] if texts["hyp"] is not None else texts["src"] or []  # -m: sources
+    for problem in empty_reference_problems(translated, references):
         warn(problem)
 
 
