@@ -14,7 +14,7 @@ import torch
 from cli_runner import invoke
 
 GRADIENT_SCRIPT = textwrap.dedent("""
-    import dataclasses, sys, torch
+    import sys, torch
     from pathlib import Path
     from nmt_cli.batching import collate
     from nmt_cli.config import Config, ModelConfig, TrainConfig
@@ -22,30 +22,36 @@ GRADIENT_SCRIPT = textwrap.dedent("""
     from nmt_cli.distributed import from_environment, shutdown
     from nmt_cli.trainer import Trainer
 
-    data_dir, out, links, normalization = Path(sys.argv[1]), Path(sys.argv[2]), *sys.argv[3:]
+    data_dir, out, links, cases = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4:]
     data = load_data_dir(data_dir)
-    config = Config(
-        model=ModelConfig(emb_size=16, hidden_size=8, dropout=0.0, attention="additive",
-                          input_feed=True, src_vocab_size=data.src_vocab_size,
-                          tgt_vocab_size=data.tgt_vocab_size),
-        train=TrainConfig(clip_norm=0.0, label_smoothing=0.1, threads=1, lr=1e-3,
-                          guided_alignment=0.5 if links else 0.0, alignments=links,
-                          normalization=normalization),
-    )
     ranks = from_environment(False)
-    model_dir = out / f"rank{ranks.rank}"
-    model_dir.mkdir(parents=True, exist_ok=True)
-    trainer = Trainer(config, data, model_dir, ranks=ranks)
     src, tgt = data.ids("train", "src"), data.ids("train", "tgt")
     # unequal shares (5 and 11 sentences), so a per-rank normalisation would show
     rows = list(range(16)) if ranks.world == 1 else [range(5), range(5, 16)][ranks.rank]
-    guides = [trainer.guides.pair(i) for i in rows] if links else None
-    trainer.train_step(collate([src[i] for i in rows], [tgt[i] for i in rows], guides))
-    grads = {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.grad is not None}
-    if ranks.main:
-        torch.save(grads, out / f"grads-world{ranks.world}.pt")
+    for case in cases:  # "guided-normalization": one process group serves every case
+        guided, normalization = case.split("-")
+        guided = guided == "True"
+        config = Config(
+            model=ModelConfig(emb_size=16, hidden_size=8, dropout=0.0, attention="additive",
+                              input_feed=True, src_vocab_size=data.src_vocab_size,
+                              tgt_vocab_size=data.tgt_vocab_size),
+            train=TrainConfig(clip_norm=0.0, label_smoothing=0.1, threads=1, lr=1e-3,
+                              guided_alignment=0.5 if guided else 0.0,
+                              alignments=links if guided else "",
+                              normalization=normalization),
+        )
+        model_dir = out / case / f"rank{ranks.rank}"
+        model_dir.mkdir(parents=True, exist_ok=True)
+        trainer = Trainer(config, data, model_dir, ranks=ranks)
+        guides = [trainer.guides.pair(i) for i in rows] if guided else None
+        trainer.train_step(collate([src[i] for i in rows], [tgt[i] for i in rows], guides))
+        grads = {n: p.grad.clone() for n, p in trainer.model.named_parameters()
+                 if p.grad is not None}
+        if ranks.main:
+            torch.save(grads, out / case / f"grads-world{ranks.world}.pt")
     shutdown()
 """)
+CASES = [(False, "tokens"), (True, "tokens"), (False, "sentences")]
 
 
 def _torchrun(nproc: int, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
@@ -61,32 +67,32 @@ def _torchrun(nproc: int, *args: str, timeout: int = 300) -> subprocess.Complete
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout)
 
 
-@pytest.mark.parametrize(
-    ("guided", "normalization"), [(False, "tokens"), (True, "tokens"), (False, "sentences")]
-)
-def test_all_reduced_gradient_equals_single_process_gradient(
-    toy_data_dir, tmp_path, guided, normalization
-):
+@pytest.fixture(scope="module")
+def gradients(toy_data_dir, tmp_path_factory) -> Path:
+    """One single-process run and one two-process run, each computing every case's gradient
+    (starting two processes with torch and Gloo is most of the cost, so it is paid once)."""
+    tmp_path = tmp_path_factory.mktemp("gradients")
     script = tmp_path / "grad.py"
     script.write_text(GRADIENT_SCRIPT)
-    links = ""
-    if guided:  # the toy corpus is a reversal: source word i is target word n - 1 - i
-        links = str(tmp_path / "train.links")
-        sources = (toy_data_dir / "train.src").read_text(encoding="utf-8").splitlines()
-        lines = (" ".join(f"{i}-{len(s.split()) - 1 - i}" for i in range(len(s.split())))
-                 for s in sources)  # fmt: skip
-        Path(links).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    single = subprocess.run(
-        [sys.executable, str(script), str(toy_data_dir), str(tmp_path), links, normalization],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    # the toy corpus is a reversal: source word i is target word n - 1 - i
+    links = tmp_path / "train.links"
+    sources = (toy_data_dir / "train.src").read_text(encoding="utf-8").splitlines()
+    lines = (" ".join(f"{i}-{len(s.split()) - 1 - i}" for i in range(len(s.split())))
+             for s in sources)  # fmt: skip
+    links.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    args = [str(script), str(toy_data_dir), str(tmp_path), str(links)]
+    args += [f"{guided}-{normalization}" for guided, normalization in CASES]
+    single = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300)
     assert single.returncode == 0, single.stderr
-    double = _torchrun(2, str(script), str(toy_data_dir), str(tmp_path), links, normalization)
+    double = _torchrun(2, *args)
     assert double.returncode == 0, double.stderr
-    one = torch.load(tmp_path / "grads-world1.pt")
-    two = torch.load(tmp_path / "grads-world2.pt")
+    return tmp_path
+
+
+@pytest.mark.parametrize(("guided", "normalization"), CASES)
+def test_all_reduced_gradient_equals_single_process_gradient(gradients, guided, normalization):
+    one = torch.load(gradients / f"{guided}-{normalization}" / "grads-world1.pt")
+    two = torch.load(gradients / f"{guided}-{normalization}" / "grads-world2.pt")
     assert one.keys() == two.keys() and len(one) > 5
     for name in one:
         assert torch.allclose(one[name], two[name], atol=1e-6, rtol=1e-4), name

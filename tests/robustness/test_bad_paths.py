@@ -100,12 +100,13 @@ def _bad_path(tmp_path: Path, kind: str, monkeypatch) -> Path:
 
 
 def _unblock_if_opened(fifo: Path) -> None:
-    """If a command opens the FIFO anyway, a writer connects every 3 s and leaves at once, so
-    the test fails on what the command then does instead of hanging the suite."""
+    """If a command opens the FIFO anyway, a writer connects within 0.2 s and leaves at once,
+    so the test fails on what the command then does instead of hanging the suite. (Opening
+    for writing waits for a reader, so no writer can come and go before the command opens.)"""
     stop = threading.Event()
 
     def writer():
-        while not stop.wait(3):
+        while not stop.wait(0.2):
             with open(fifo, "wb"):  # waits for a reader
                 pass
 
