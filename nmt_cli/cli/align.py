@@ -202,20 +202,9 @@ def align(
         chosen["grow_threshold"] = grow_threshold
     options = replace(options, **chosen)
     _check_options(options)
-    if trained.guided_alignment and unit != trained.align_unit and options.method == "threshold":
-        from nmt_cli.checkpoint import LINK_RATES_FILE
-        from nmt_cli.cli.boundary import warn
-
-        left_out = (
-            f"its link rates (of {trained.align_unit} units) are left out, and "
-            if link_prior is None and not corpus_prior and (model / LINK_RATES_FILE).is_file()
-            else ""
-        )
-        warn(
-            f"{model} was trained to align {trained.align_unit} units (guided alignment): "
-            f"over --unit {unit} {left_out}its weights may fall below --threshold and give "
-            f"few links; use --unit {trained.align_unit}, or --method argmax"
-        )
+    if trained.guided_alignment and unit != trained.align_unit:
+        rates_off = link_prior is None and not corpus_prior  # the default mixes them in
+        _warn_of_other_units(model, trained.align_unit, unit, options.method, rates_off)
     if view == "auto":
         view = "heatmap" if sys.stdout.isatty() and not json_output else "none"
     output = AlignOutput(view=view, json_output=json_output, gold=gold, png=png)
@@ -261,6 +250,30 @@ def _view_note(options, corpus_prior: float, reverse: bool, default_prior: bool)
     if default_prior and len(parts) == 1 and options.link_prior:  # the model's default prior
         note += "; --link-prior 0 for links from the weights alone"
     return note
+
+
+def _warn_of_other_units(
+    model: Path, trained_unit: str, unit: str, method: str, rates_off: bool
+) -> None:
+    """A guided model aligned over units other than those it was taught: its thresholds may
+    give few links, and the link rates it would mix in by default count other units (so they
+    are left out, under any method)."""
+    from nmt_cli.checkpoint import LINK_RATES_FILE
+    from nmt_cli.cli.boundary import warn
+
+    rates_off = rates_off and (model / LINK_RATES_FILE).is_file()
+    rates = f"its link rates (of {trained_unit} units) are left out"
+    if method == "threshold":
+        warn(
+            f"{model} was trained to align {trained_unit} units (guided alignment): over "
+            f"--unit {unit} {rates + ', and ' if rates_off else ''}its weights may fall below "
+            f"--threshold and give few links; use --unit {trained_unit}, or --method argmax"
+        )
+    elif rates_off:
+        warn(
+            f"{model} was trained to align {trained_unit} units (guided alignment): over "
+            f"--unit {unit} {rates}; use --unit {trained_unit} to mix them in"
+        )
 
 
 def _link_rates(
