@@ -754,8 +754,11 @@ def _bad_gold_line(name: str, number: int, line: str, expected: str) -> InputErr
     return InputError(f"{name} line {number}: cannot read {shown!r}; expected {expected}")
 
 
-def check_range(gold: list[GoldAlignment], src_lens: list[int], tgt_lens: list[int]) -> list[str]:
-    """Problems that make gold links unusable for these sentence lengths, one message each."""
+def check_range(
+    gold: list[GoldAlignment], src_lens: list[int], tgt_lens: list[int], base: int = 0
+) -> list[str]:
+    """Problems that make gold links unusable for these sentence lengths, one message each,
+    naming each link as its file does (words counted from `base`)."""
     problems = []
     if len(gold) != len(src_lens) or len(src_lens) != len(tgt_lens):
         problems.append(
@@ -767,9 +770,10 @@ def check_range(gold: list[GoldAlignment], src_lens: list[int], tgt_lens: list[i
     ):
         for i, j in sorted(ref.possible):
             if not (0 <= i < n_src and 0 <= j < n_tgt):
+                counted = " (words counted from 1, as in the file)" if base == 1 else ""
                 problems.append(
-                    f"sentence {number}: link {i}-{j} lies outside the sentence "
-                    f"({n_src} source words, {n_tgt} target words)"
+                    f"sentence {number}: link {i + base}-{j + base}{counted} lies outside the "
+                    f"sentence ({n_src} source words, {n_tgt} target words)"
                 )
     return problems
 

@@ -98,23 +98,33 @@ class Config:
         return validate(cls(model=model, train=train))
 
 
-def _check_keys(data: dict[str, Any], valid: set[str], where: str) -> None:
+def _check_keys(
+    data: dict[str, Any], valid: set[str], where: str, elsewhere: dict[str, str] | None = None
+) -> None:
+    """Refuse keys outside `valid`, with a close match or the section (`elsewhere`: key →
+    section) where the key belongs. Keys nmt train derives are valid but not listed."""
     unknown = sorted(set(data) - valid)
     if unknown:
         import difflib
 
+        moved = [
+            f"{key} belongs in [{elsewhere[key]}]" for key in unknown if key in (elsewhere or {})
+        ]
         close = [m for key in unknown for m in difflib.get_close_matches(key, valid, n=1)]
-        guess = f" (did you mean {', '.join(close)}?)" if close else ""
+        guess = f" ({'; '.join(moved)})" if moved else ""
+        guess = guess or (f" (did you mean {', '.join(close)}?)" if close else "")
         raise ConfigError(
             f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} in {where}"
-            f"{guess}; valid keys: {', '.join(sorted(valid))}"
+            f"{guess}; valid keys: {', '.join(sorted(valid - _DERIVED))}"
         )
 
 
 def _build(cls: type, values: dict[str, Any], where: str):
     if not isinstance(values, dict):
         raise ConfigError(f"{where} must be a table of keys, got {type(values).__name__}")
-    _check_keys(values, {f.name for f in fields(cls)}, where)
+    other, section = (TrainConfig, "train") if cls is ModelConfig else (ModelConfig, "model")
+    elsewhere = {f.name: section for f in fields(other)}
+    _check_keys(values, {f.name for f in fields(cls)}, where, elsewhere)
     defaults = cls()
     typed = {}
     for name, value in values.items():
@@ -255,12 +265,11 @@ def load_toml(path: Path) -> dict[str, Any]:
 _DERIVED = frozenset({"src_vocab_size", "tgt_vocab_size", "align_shift"})  # set by nmt train
 
 
-def resolve(
+def _resolve(
     config_file: Path | None,
     overrides: dict[str, dict[str, Any]],
     base: dict[str, Any] | None = None,
 ) -> Config:
-    """Merge defaults ← config file (or a saved config) ← flags ({section: {key: value}}; None = unset)."""
     data: dict[str, Any] = load_toml(config_file) if config_file else dict(base or {})
     source = str(config_file) if config_file else "config"
     _check_keys(data, {"model", "train"}, source)
@@ -289,6 +298,57 @@ def resolve(
         if config_file is None:
             raise
         raise _named_in_file(error, config_file, from_file) from None
+
+
+def resolve(
+    config_file: Path | None,
+    overrides: dict[str, dict[str, Any]],
+    base: dict[str, Any] | None = None,
+) -> Config:
+    """Merge defaults ← config file (or a saved config) ← flags ({section: {key: value}}; None = unset)."""
+    try:
+        return _resolve(config_file, overrides, base)
+    except ConfigError as error:
+        if config_file is None:
+            raise
+        raise _with_line(error, config_file) from None
+
+
+# "model.toml: [model] emb_size must …", "unknown key dropout in model.toml: [train] …"
+_ABOUT_KEY = (
+    re.compile(r"^(?P<path>.+?): \[(?P<section>model|train)\] (?:sets )?(?P<key>[a-z0-9_]+)"),
+    re.compile(r"^unknown keys? (?P<key>[a-z0-9_]+).*? in (?P<path>.+?): \[(?P<section>\w+)\]"),
+)
+
+
+def _with_line(error: ConfigError, path: Path) -> ConfigError:
+    """`error` about a key of the config file at `path`, with the line that sets the key."""
+    message = str(error)
+    for pattern in _ABOUT_KEY:
+        match = pattern.match(message)
+        if match and match["path"] == str(path):
+            number = _key_line(path, match["section"], match["key"])
+            if number is not None:
+                at = match.start("path"), match.end("path")
+                return ConfigError(f"{message[: at[1]]} line {number}{message[at[1] :]}")
+    return error
+
+
+def _key_line(path: Path, section: str, key: str) -> int | None:
+    """The line of `path` that sets `key` in [section] (None where it cannot be told)."""
+    header = re.compile(r"^\s*\[\s*([A-Za-z0-9_\-]+)\s*\]")
+    setting = re.compile(rf"""^\s*(?:{re.escape(key)}|"{re.escape(key)}"|'{re.escape(key)}')\s*=""")
+    current = None
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError):
+        return None
+    for number, line in enumerate(text.splitlines(), start=1):
+        if match := header.match(line):
+            current = match[1]
+        elif current == section and setting.match(line):
+            return number
+    return None
 
 
 _CHECKED = re.compile(r"(?:--)?([a-z][a-z0-9_-]*) must ")

@@ -423,6 +423,17 @@ def test_train_unknown_config_key_lists_valid_ones(toy_data_dir, tmp_path):
         result.exit_code == 2 and "hiden_size" in result.stderr and "hidden_size" in result.stderr
     )
     assert "(did you mean hidden_size?)" in result.stderr
+    assert f"{config} line 2: [model]" in result.stderr
+    assert "src_vocab_size" not in result.stderr  # valid in a saved config, refused in a user's
+
+
+def test_a_config_key_in_the_wrong_section_says_where_it_belongs(toy_data_dir, tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_text("[model]\nemb_size = 8\n\n[train]\nlr = 0.001\ndropout = 0.1\n", "utf-8")
+    result = invoke("train", toy_data_dir, "-o", tmp_path / "m", "--config", config)
+    assert result.exit_code == 2 and not (tmp_path / "m").exists()
+    said = " ".join(result.stderr.split())
+    assert f"unknown key dropout in {config} line 6: [train] (dropout belongs in [model])" in said
 
 
 @pytest.mark.parametrize(
@@ -445,7 +456,7 @@ def test_a_bad_value_in_a_config_file_is_named_by_file_and_key(
     config.write_text(setting)
     result = invoke("train", toy_data_dir, "-o", tmp_path / "m", "--config", config)
     assert result.exit_code == 2
-    assert result.stderr.startswith(f"error: {config}: {message}")
+    assert result.stderr.startswith(f"error: {config} line 2: {message}")  # the key's line
     assert not (tmp_path / "m").exists()
 
 
@@ -839,6 +850,19 @@ def test_align_src_alone_points_to_aligning_source_sentences(toy_model_dir, tmp_
     said = " ".join(result.stderr.split())
     assert result.exit_code == 2 and "--src was given without --tgt" in said
     assert "--input FILE" in said and result.stdout == ""
+
+
+def test_a_naacl_gold_link_outside_its_sentence_is_named_as_the_file_writes_it(
+    toy_model_dir, tmp_path
+):
+    src, tgt, gold = tmp_path / "a.src", tmp_path / "a.tgt", tmp_path / "gold.naacl"
+    src.write_text("apple river\n", encoding="utf-8")
+    tgt.write_text("RIVER APPLE\n", encoding="utf-8")
+    gold.write_text("1 1 2 S\n1 99 1 S\n", encoding="utf-8")  # source word 99 of 2
+    result = invoke("align", "-m", toy_model_dir, "--src", src, "--tgt", tgt, "--gold", gold)
+    said = " ".join(result.stderr.split())
+    assert result.exit_code == 2, result.output
+    assert "sentence 1: link 99-1 (words counted from 1, as in the file) lies outside" in said
 
 
 def test_align_says_when_a_naacl_gold_numbers_its_sentences_from_elsewhere(toy_model_dir, tmp_path):

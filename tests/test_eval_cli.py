@@ -235,6 +235,14 @@ def test_comparison_of_identical_systems_finds_no_difference():
     assert "verdict: no significant difference at p < 0.05" in result.stdout
 
 
+def test_a_second_compare_is_refused_not_dropped(tmp_path):
+    second = tmp_path / "second.en"
+    second.write_text(Path(HYP).read_text(encoding="utf-8"), encoding="utf-8")
+    result = _eval("--hyp", HYP, "--ref", REF, "--compare", str(second), "--compare", HYP)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith("error: --compare takes one system's translations, given 2")
+
+
 def test_plot_writes_a_picture(tmp_path):
     pytest.importorskip("matplotlib")
     picture = tmp_path / "by_length.png"

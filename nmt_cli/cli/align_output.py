@@ -190,16 +190,18 @@ class AlignOutput:
 
     def _score(self, gold):
         """The score of the links against `gold`; InputError if the gold does not fit them."""
-        from nmt_cli.alignment import check_range, score_alignments
+        from nmt_cli.alignment import LinkListedGold, check_range, score_alignments
         from nmt_cli.errors import InputError
 
+        base = 1 if isinstance(gold, LinkListedGold) else 0  # NAACL counts words from 1
         gold = _without_trailing_empty(gold, len(self.predicted))
         if len(gold) != len(self.predicted):
             raise InputError(
                 f"{self.gold_path} has {_alignments(len(gold))} but {len(self.predicted):,} pairs "
                 "were aligned: give the gold file of these sentence pairs"
             )
-        problems = check_range(gold, [s for s, _ in self.lengths], [t for _, t in self.lengths])
+        lengths = [s for s, _ in self.lengths], [t for _, t in self.lengths]
+        problems = check_range(gold, *lengths, base=base)
         if problems:  # a link that cannot exist would count as missed: the score would be wrong
             others = len(problems) - 1
             more = f" (and {others:,} more such link{'s' * (others > 1)})" if others else ""

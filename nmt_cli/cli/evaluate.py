@@ -60,7 +60,7 @@ def evaluate(
     plot: Path | None = given(
         "--plot", "Also draw BLEU by length to this picture, e.g. bleu.png (needs matplotlib)."
     ),
-    compare: Path | None = given(
+    compare: list[Path] | None = given(  # a list only to refuse a second one
         "--compare", "A second system's translations: paired bootstrap test on the first metric."
     ),
     json_output: bool = option(
@@ -85,6 +85,7 @@ def evaluate(
     skip_teardown_on_success()  # nothing to clean up: end at once on success
     from nmt_cli.evaluate import evaluate_corpus
 
+    compare = _one_compared(compare)
     refs_paths = list(ref or [])
     with_length = by_length or plot is not None
     model = model or None  # an empty list: no -m
@@ -126,6 +127,18 @@ def evaluate(
     report = evaluate_corpus(hyps, texts["refs"], metric_names, sources, bounds, texts["compare"])
     files = {"hyp": name_a, "refs": [str(p) for p in refs_paths], "src": _name(src)}
     _show(report, {**files, "compare": _name(compare)}, json_output, plot)
+
+
+def _one_compared(compare: list[Path] | None) -> Path | None:
+    """The one --compare file (a repeated single-value option would keep only its last)."""
+    if compare and len(compare) > 1:
+        from nmt_cli.errors import ConfigError
+
+        raise ConfigError(
+            f"--compare takes one system's translations, given {len(compare)} times: compare "
+            "--hyp with each system in a run of its own"
+        )
+    return compare[0] if compare else None
 
 
 def _warn_of_inputs(texts: dict, hyp, refs: list[Path], compare) -> None:
