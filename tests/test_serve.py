@@ -224,6 +224,7 @@ BAD = [
     (b'{"beam": 2}', 422, 'no "q"'),
     (b'{"q": "apple", "beam": "5"}', 422, '"beam" must be'),
     (b'{"q": "apple", "beam": 0}', 422, '"beam" must be'),
+    (b'{"q": "apple", "beam": 5.0}', 422, "written without a decimal point (5, not 5.0)"),
     (b'{"q": "apple", "align": "yes"}', 422, '"align" must be'),
     (b'{"q": []}', 422, "nothing to translate: the list of lines is empty"),
     (b'{"q": "pe\x00ar"}', 400, "(Invalid control character at line 1 column 10)"),  # "at at"
@@ -299,6 +300,18 @@ def test_a_number_of_more_digits_than_python_reads_is_a_bad_request():
 def test_other_bad_requests_also_get_one_line_json(client, method, path, body, status):
     response = client.request(method, path, content=body)
     assert response.status_code == status and response.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (b'[{"src": "apple", "id": 100.0}]', "without a decimal point (100, not 100.0)"),
+        (b'[{"src": "a\\nb"}]', 'one sentence per string (one {"src": \u2026} object for each)'),
+    ],
+)
+def test_opennmt_api_errors_say_what_its_own_format_needs(client, body, said):
+    response = client.post("/translator/translate", content=body)
+    assert response.status_code == 422 and said in response.json()["error"]
 
 
 def test_a_request_whose_client_went_away_is_cancelled():

@@ -99,10 +99,14 @@ def translate_request(data: Any, limits: Limits) -> TranslateRequest:
         raise RequestError('"q" must be a string or a list of strings', 422)
     beam, align = data.get("beam", limits.beam), data.get("align", False)
     if not isinstance(beam, int) or isinstance(beam, bool) or not 1 <= beam <= limits.max_beam:
-        raise RequestError(f'"beam" must be a whole number from 1 to {limits.max_beam}', 422)
+        raise RequestError(
+            f'"beam" must be an integer from 1 to {limits.max_beam}, written without a decimal '
+            "point (5, not 5.0)",
+            422,
+        )
     if not isinstance(align, bool):
         raise RequestError('"align" must be true or false', 422)
-    return TranslateRequest(_checked_lines(lines, limits), beam, align)
+    return TranslateRequest(_checked_lines(lines, limits, "a list for several"), beam, align)
 
 
 def opennmt_request(data: Any, limits: Limits) -> TranslateRequest:
@@ -114,18 +118,25 @@ def opennmt_request(data: Any, limits: Limits) -> TranslateRequest:
             f'expected a JSON list of {{"src": text}} objects: {OPENNMT_EXAMPLE}', 422
         )
     if any(type(item.get("id", 0)) is not int for item in data):  # (True is an int to Python)
-        raise RequestError('"id" must be a whole number (the model id; any id is this model)', 422)
+        raise RequestError(
+            '"id" must be an integer, written without a decimal point (100, not 100.0): the '
+            "model id; any id is this model",
+            422,
+        )
     return TranslateRequest(
-        _checked_lines([item["src"] for item in data], limits), limits.beam, True
+        _checked_lines([item["src"] for item in data], limits, 'one {"src": …} object for each'),
+        limits.beam,
+        True,
     )
 
 
-def _checked_lines(lines: list[str], limits: Limits) -> list[str]:
+def _checked_lines(lines: list[str], limits: Limits, several: str) -> list[str]:
+    """The request's lines, each checked; `several` says how this API takes several."""
     if not lines:
         raise RequestError("nothing to translate: the list of lines is empty", 422)
     lines = [line.removesuffix("\r") for line in lines]  # a CRLF line's end, as files drop it
     for number, line in enumerate(lines, 1):
-        _check_line(number, line)
+        _check_line(number, line, several)
     if not any(line.strip() for line in lines):
         raise RequestError("nothing to translate: every line is empty", 422)
     if len(lines) > limits.max_lines:
@@ -144,13 +155,13 @@ def _checked_lines(lines: list[str], limits: Limits) -> list[str]:
     return lines
 
 
-def _check_line(number: int, line: str) -> None:
+def _check_line(number: int, line: str, several: str) -> None:
     """Refuse what would be lost or mistranslated: line breaks inside one line (the text after
     them would vanish), NUL, and lone surrogates (JSON escapes that are no Unicode text)."""
     where = f"line {number} of the request"
     if "\n" in line or "\r" in line:  # a lone CR too: an old Mac's line break
         raise RequestError(
-            f"{where} has a line break: send one sentence per string (a list for several)", 422
+            f"{where} has a line break: send one sentence per string ({several})", 422
         )
     if "\0" in line:
         raise RequestError(f"{where} contains a NUL character: remove it", 422)
