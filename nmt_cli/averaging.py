@@ -56,6 +56,7 @@ def average_checkpoints(model_dir: Path, last: int, out_dir: Path, force: bool =
     sources = kept[-last:]
     payloads = [checkpoint.load(path) for path in sources]
     _check_one_run(payloads, sources)
+    _check_of_this_directory(model_dir, payloads[-1], sources[-1])
     weights = mean_weights([p["weights"] for p in payloads], sources)
     config = payloads[-1]["config"]
     checkpoint.build_model({"config": config, "weights": weights}, sources[-1])  # fits its config
@@ -102,6 +103,27 @@ def _check_one_run(payloads: list[dict], paths: list[Path]) -> None:
                 f"{path} was trained on other data than {paths[0]}: average checkpoints of one "
                 "training run"
             )
+
+
+def _check_of_this_directory(model_dir: Path, payload: dict, path: Path) -> None:
+    """Refuse checkpoints of another model than `model_dir`'s own (a file copied in by hand):
+    the averaged weights get this directory's tokenizers, which must be theirs."""
+    config_file, meta_file = model_dir / checkpoint.CONFIG_FILE, model_dir / checkpoint.META_FILE
+    ours = checkpoint.read_json(config_file).get("model") if config_file.is_file() else None
+    theirs = payload.get("config", {}).get("model")
+    if ours and theirs and ours != theirs:
+        differ = sorted(k for k in {**theirs, **ours} if theirs.get(k) != ours.get(k))
+        raise ArtifactError(
+            f"{path} has other model settings ({', '.join(differ)}) than {config_file}: it "
+            f"is not a checkpoint of this model; remove it from {path.parent}"
+        )
+    data = payload.get("meta", {}).get("data_fingerprint")
+    own = checkpoint.read_json(meta_file).get("data_fingerprint") if meta_file.is_file() else None
+    if data and own and data != own:
+        raise ArtifactError(
+            f"{path} was trained on other data than {model_dir}: it is not a checkpoint of this "
+            f"model; remove it from {path.parent}"
+        )
 
 
 def mean_weights(states: list[dict[str, torch.Tensor]], paths: list[Path]) -> dict:

@@ -110,6 +110,26 @@ def test_checkpoints_of_another_run_with_the_same_shapes_are_refused(
     assert "one training run" in result.stderr and not (tmp_path / "avg").exists()
 
 
+@pytest.mark.parametrize("other", ["model", "data"])
+def test_a_checkpoint_of_another_model_copied_in_is_refused(kept_model_dir, tmp_path, other):
+    """Alone (--last 1) it has no other checkpoint to differ from, but the averaged weights
+    would get this directory's tokenizers: it must be of this model."""
+    model_dir = tmp_path / "model"
+    shutil.copytree(kept_model_dir, model_dir)
+    last = checkpoint.kept_checkpoints(model_dir)[-1]
+    payload = checkpoint.load(last)
+    if other == "model":
+        payload["config"]["model"]["dropout"] = 0.5
+    else:
+        payload["meta"]["data_fingerprint"] = "another corpus"
+    checkpoint.save(last, payload)
+    result = invoke("average", model_dir, "--last", "1", "-o", tmp_path / "avg")
+    told = "other model settings" if other == "model" else "trained on other data"
+    assert result.exit_code == 3 and told in result.stderr, result.stderr
+    assert "is not a checkpoint of this model" in result.stderr
+    assert not (tmp_path / "avg").exists()
+
+
 def test_average_replaces_only_a_model_directory_and_only_with_force(kept_model_dir, tmp_path):
     kept_model = kept_model_dir
     out = tmp_path / "averaged"
