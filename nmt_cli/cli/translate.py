@@ -70,10 +70,8 @@ def translate(
 ) -> None:
     """Translate text from stdin (or --input) to stdout, greedy or beam search.
 
-    Lines typed at a terminal are translated one by one as they come. When stdout is the
-    terminal too (and no --json, --align or --nbest is asked for), each translation is shown
-    with where the model looked beneath it; Ctrl-D ends.
-    """
+    Lines typed at a terminal are translated one by one as they come. When stdout is the terminal too (and no --json, --align or --nbest is asked for), each translation is shown with where the model looked beneath it; Ctrl-D ends.
+    """  # (the help keeps a docstring's line breaks: one line per paragraph)
     skip_teardown_on_success()  # nothing to clean up: end at once on success
     import sys
 
