@@ -7,7 +7,16 @@ seconds on a CPU.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+# One torch thread in the test process and in the processes the tests start (set before torch
+# is imported). The models here are tiny, so a second thread buys little (that file took 51-73 s
+# with two threads and 69-71 s with one on an idle 2-core machine, alternated runs), and on a
+# 2-core machine with any other load two OpenMP threads spin-wait for each other: one training
+# of tests/test_attention_variants.py took 95 s with two threads and 12 s with one while
+# another process ran. A thread count given in the environment is kept.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest
 from cli_runner import invoke, write_toy_corpus
