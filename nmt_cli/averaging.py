@@ -107,14 +107,19 @@ def _check_one_run(payloads: list[dict], paths: list[Path]) -> None:
 
 def _check_of_this_directory(model_dir: Path, payload: dict, path: Path) -> None:
     """Refuse checkpoints of another model than `model_dir`'s own (a file copied in by hand):
-    the averaged weights get this directory's tokenizers, which must be theirs."""
+    the averaged weights get this directory's tokenizers, which must be theirs. Only what ties
+    the weights to the tokenizers is compared, the vocabulary sizes and the data (where both
+    record them): a resumed run may change other settings (dropout) between its checkpoints."""
     config_file, meta_file = model_dir / checkpoint.CONFIG_FILE, model_dir / checkpoint.META_FILE
     ours = checkpoint.read_json(config_file).get("model") if config_file.is_file() else None
     theirs = payload.get("config", {}).get("model")
-    if ours and theirs and ours != theirs:
-        differ = sorted(k for k in {**theirs, **ours} if theirs.get(k) != ours.get(k))
+    sizes = ("src_vocab_size", "tgt_vocab_size")
+    differ = [
+        k for k in sizes if ours and theirs and k in ours and k in theirs and ours[k] != theirs[k]
+    ]
+    if differ:
         raise ArtifactError(
-            f"{path} has other model settings ({', '.join(differ)}) than {config_file}: it "
+            f"{path} has other vocabulary sizes ({', '.join(differ)}) than {config_file}: it "
             f"is not a checkpoint of this model; remove it from {path.parent}"
         )
     data = payload.get("meta", {}).get("data_fingerprint")

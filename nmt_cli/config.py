@@ -107,12 +107,12 @@ def _check_keys(
     if unknown:
         import difflib
 
-        moved = [
-            f"{key} belongs in [{elsewhere[key]}]" for key in unknown if key in (elsewhere or {})
-        ]
-        close = [m for key in unknown for m in difflib.get_close_matches(key, valid, n=1)]
-        guess = f" ({'; '.join(moved)})" if moved else ""
-        guess = guess or (f" (did you mean {', '.join(close)}?)" if close else "")
+        elsewhere = {k: v for k, v in (elsewhere or {}).items() if k not in _DERIVED}
+        hints = [f"{key} belongs in [{elsewhere[key]}]" for key in unknown if key in elsewhere]
+        others = [key for key in unknown if key not in elsewhere]
+        close = [m for key in others for m in difflib.get_close_matches(key, valid, n=1)]
+        hints += [f"did you mean {', '.join(close)}?"] if close else []
+        guess = f" ({'; '.join(hints)})" if hints else ""
         raise ConfigError(
             f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} in {where}"
             f"{guess}; valid keys: {', '.join(sorted(valid - _DERIVED))}"
@@ -316,8 +316,8 @@ def resolve(
 
 # "model.toml: [model] emb_size must …", "unknown key dropout in model.toml: [train] …"
 _ABOUT_KEY = (
-    re.compile(r"^(?P<path>.+?): \[(?P<section>model|train)\] (?:sets )?(?P<key>[a-z0-9_]+)"),
-    re.compile(r"^unknown keys? (?P<key>[a-z0-9_]+).*? in (?P<path>.+?): \[(?P<section>\w+)\]"),
+    re.compile(r"^(?P<path>.+?): \[(?P<section>model|train)\] (?:sets )?(?P<key>[a-z0-9_]+)\b"),
+    re.compile(r"^unknown keys? (?P<key>[^\s,]+)(?:,.*?)? in (?P<path>.+?): \[(?P<section>\w+)\]"),
 )
 
 
@@ -343,11 +343,17 @@ def _key_line(path: Path, section: str, key: str) -> int | None:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError):
         return None
-    for number, line in enumerate(text.splitlines(), start=1):
-        if match := header.match(line):
+    inside = None  # the quotes of a multi-line string being read, whose lines set nothing
+    for number, line in enumerate(text.split("\n"), start=1):  # TOML ends lines at \n only
+        if inside is not None:
+            inside = None if line.count(inside) % 2 else inside
+        elif match := header.match(line):
             current = match[1]
         elif current == section and setting.match(line):
             return number
+        else:
+            opened = [quotes for quotes in ('"""', "'''") if line.count(quotes) % 2]
+            inside = opened[0] if opened else None
     return None
 
 

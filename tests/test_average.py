@@ -119,15 +119,27 @@ def test_a_checkpoint_of_another_model_copied_in_is_refused(kept_model_dir, tmp_
     last = checkpoint.kept_checkpoints(model_dir)[-1]
     payload = checkpoint.load(last)
     if other == "model":
-        payload["config"]["model"]["dropout"] = 0.5
+        payload["config"]["model"]["src_vocab_size"] += 1
     else:
         payload["meta"]["data_fingerprint"] = "another corpus"
     checkpoint.save(last, payload)
     result = invoke("average", model_dir, "--last", "1", "-o", tmp_path / "avg")
-    told = "other model settings" if other == "model" else "trained on other data"
+    told = "other vocabulary sizes" if other == "model" else "trained on other data"
     assert result.exit_code == 3 and told in result.stderr, result.stderr
     assert "is not a checkpoint of this model" in result.stderr
     assert not (tmp_path / "avg").exists()
+
+
+def test_a_resumed_run_that_changed_its_dropout_still_averages(kept_model_dir, tmp_path):
+    """--resume may change the dropout: its checkpoints are still this model's."""
+    model_dir = tmp_path / "model"
+    shutil.copytree(kept_model_dir, model_dir)
+    config = checkpoint.read_json(model_dir / checkpoint.CONFIG_FILE)
+    config["model"]["dropout"] = 0.3  # as a run resumed with --dropout 0.3 saves it
+    checkpoint.write_json(model_dir / checkpoint.CONFIG_FILE, config)
+    result = invoke("average", model_dir, "--last", "1", "-o", tmp_path / "avg")
+    assert result.exit_code == 0, result.stderr
+    assert (tmp_path / "avg" / checkpoint.MODEL_FILE).is_file()
 
 
 def test_average_replaces_only_a_model_directory_and_only_with_force(kept_model_dir, tmp_path):

@@ -863,6 +863,12 @@ def test_a_naacl_gold_link_outside_its_sentence_is_named_as_the_file_writes_it(
     said = " ".join(result.stderr.split())
     assert result.exit_code == 2, result.output
     assert "sentence 1: link 99-1 (words counted from 1, as in the file) lies outside" in said
+    one_off = tmp_path / "one-off.naacl"  # fits if lowered by one, but NAACL counts from 1
+    one_off.write_text("1 1 2 S\n1 3 2 S\n", encoding="utf-8")
+    result = invoke("align", "-m", toy_model_dir, "--src", src, "--tgt", tgt, "--gold", one_off)
+    said = " ".join(result.stderr.split())
+    assert result.exit_code == 2 and "link 3-2 (words counted from 1" in said, said
+    assert "subtract 1" not in said and "give the gold links of these sentence pairs" in said
 
 
 def test_align_says_when_a_naacl_gold_numbers_its_sentences_from_elsewhere(toy_model_dir, tmp_path):
@@ -1135,6 +1141,36 @@ def test_a_toml_boolean_in_an_error_is_spelled_as_toml(tmp_path):
         ConfigError, match=r"c.toml: \[model\] layers must be a whole number, got true$"
     ):
         Config.from_dict({"model": {"layers": True}}, "c.toml")
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        # a key that begins like another is found on its own line
+        ("[train]\nlr = 0.001\nlr-decay = 0.5\n", "unknown key lr-decay in {} line 3: [train]"),
+        # lines end at \n only (U+2028 may sit in a comment); a multi-line string sets nothing
+        (
+            '# one\u2028comment\n[train]\nalignments = """\nlr = 5\n"""\nlr = -1\n',
+            "{} line 6: [train] lr must be in (0, 10]",
+        ),
+        (
+            "[model]\nhiden_size = 4\nthreads = 1\n",
+            "unknown keys hiden_size, threads in {} line 2: [model] (threads belongs in [train]; "
+            "did you mean hidden_size?)",
+        ),
+        # a key nmt train derives is not sent to [model], which would refuse it too
+        ("[train]\nsrc_vocab_size = 5\n", "unknown key src_vocab_size in {} line 2: [train];"),
+    ],
+)
+def test_config_errors_name_the_line_that_sets_the_key(tmp_path, text, said):
+    from nmt_cli.config import resolve
+    from nmt_cli.errors import ConfigError
+
+    config = tmp_path / "c.toml"
+    config.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as error:
+        resolve(config, {})
+    assert str(error.value).startswith(said.format(config)), str(error.value)
 
 
 @pytest.mark.parametrize(

@@ -55,14 +55,15 @@ def test_same_outputs_and_gradients_as_the_modules_step_loop(attention, tie, mon
 @pytest.mark.parametrize("attention", ["general", "additive"])
 def test_gradients_match_numerical_ones_with_dropout(attention):
     torch.manual_seed(4)
-    model = Seq2Seq(config(attention=attention)).double()
+    # small sizes: gradcheck evaluates the loop twice for every input and weight element
+    model = Seq2Seq(config(attention=attention, emb_size=4, hidden_size=4)).double()
     decoder = model.decoder
-    batch, steps, source = 3, 4, 5
-    emb = torch.randn(batch, steps, 12, dtype=torch.double, requires_grad=True)
-    h0 = torch.randn(batch, 16, dtype=torch.double, requires_grad=True)
-    states = torch.randn(batch, source, 16, dtype=torch.double, requires_grad=True)
-    keys = torch.randn(batch, source, 16, dtype=torch.double, requires_grad=True)
-    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0], [1, 1, 1, 0, 0]], dtype=torch.bool)
+    batch, steps, source = 3, 3, 4
+    emb = torch.randn(batch, steps, 4, dtype=torch.double, requires_grad=True)
+    h0 = torch.randn(batch, 8, dtype=torch.double, requires_grad=True)
+    states = torch.randn(batch, source, 8, dtype=torch.double, requires_grad=True)
+    keys = torch.randn(batch, source, 8, dtype=torch.double, requires_grad=True)
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [1, 1, 1, 0]], dtype=torch.bool)
     drop = (torch.rand(batch, steps, decoder.output_size) > 0.3).double() / 0.7
     rnn, additive = decoder.rnn, attention == "additive"
     params = [
@@ -75,11 +76,7 @@ def test_gradients_match_numerical_ones_with_dropout(attention):
     def fn(*inputs):
         return feeding._Steps.apply(*inputs[:4], mask, drop, *inputs[4:])
 
-    # fast mode compares u·J·v for random u and v, analytic against numerical: a wrong entry of
-    # the Jacobian changes that product (almost surely), at a few evaluations instead of two per
-    # input element
-    inputs = (emb, h0, keys, states, *params)
-    assert torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-5, fast_mode=True)
+    assert torch.autograd.gradcheck(fn, (emb, h0, keys, states, *params), eps=1e-6, atol=1e-5)
 
 
 def test_bfloat16_autocast_stays_close_to_float32(monkeypatch):

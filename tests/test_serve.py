@@ -223,7 +223,7 @@ BAD = [
     (b'{"text": "apple"}', 422, "unknown key"),
     (b'{"beam": 2}', 422, 'no "q"'),
     (b'{"q": "apple", "beam": "5"}', 422, '"beam" must be'),
-    (b'{"q": "apple", "beam": 0}', 422, '"beam" must be'),
+    (b'{"q": "apple", "beam": 0}', 422, '"beam" must be an integer from 1 to 16'),
     (b'{"q": "apple", "beam": 5.0}', 422, "written without a decimal point (5, not 5.0)"),
     (b'{"q": "apple", "align": "yes"}', 422, '"align" must be'),
     (b'{"q": []}', 422, "nothing to translate: the list of lines is empty"),
@@ -306,6 +306,7 @@ def test_other_bad_requests_also_get_one_line_json(client, method, path, body, s
     ("body", "said"),
     [
         (b'[{"src": "apple", "id": 100.0}]', "without a decimal point (100, not 100.0)"),
+        (b'[{"src": "apple", "id": 7.5}]', '"id" must be an integer: the model id'),
         (b'[{"src": "a\\nb"}]', 'one sentence per string (one {"src": \u2026} object for each)'),
     ],
 )

@@ -170,7 +170,10 @@ class AlignOutput:
 
     def _gold_fix(self, gold) -> str:
         """What to do about gold links outside their sentences."""
-        if self._fits_one_based(gold):
+        from nmt_cli.alignment import LinkListedGold
+
+        listed = isinstance(gold, LinkListedGold)  # NAACL: counted from 1, and read as such
+        if not listed and self._fits_one_based(gold):
             return (
                 "every gold link fits with both numbers lowered by one: the file may count "
                 "words from 1, Pharaoh links count from 0 (subtract 1 from each number)"
@@ -182,9 +185,7 @@ class AlignOutput:
                 "third columns), or align in the direction it was made for (--src and --tgt "
                 "swapped, with a model of that direction)"
             )
-        from nmt_cli.alignment import LinkListedGold
-
-        if isinstance(gold, LinkListedGold):  # NAACL: its own numbering, read as such
+        if listed:
             return "give the gold links of these sentence pairs"
         return "give the gold links of these sentence pairs, counting words from 0"
 

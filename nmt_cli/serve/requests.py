@@ -100,9 +100,7 @@ def translate_request(data: Any, limits: Limits) -> TranslateRequest:
     beam, align = data.get("beam", limits.beam), data.get("align", False)
     if not isinstance(beam, int) or isinstance(beam, bool) or not 1 <= beam <= limits.max_beam:
         raise RequestError(
-            f'"beam" must be an integer from 1 to {limits.max_beam}, written without a decimal '
-            "point (5, not 5.0)",
-            422,
+            f'"beam" must be an integer from 1 to {limits.max_beam}{_no_point(beam)}', 422
         )
     if not isinstance(align, bool):
         raise RequestError('"align" must be true or false', 422)
@@ -117,10 +115,10 @@ def opennmt_request(data: Any, limits: Limits) -> TranslateRequest:
         raise RequestError(
             f'expected a JSON list of {{"src": text}} objects: {OPENNMT_EXAMPLE}', 422
         )
-    if any(type(item.get("id", 0)) is not int for item in data):  # (True is an int to Python)
+    wrong = [item["id"] for item in data if type(item.get("id", 0)) is not int]  # (not True)
+    if wrong:
         raise RequestError(
-            '"id" must be an integer, written without a decimal point (100, not 100.0): the '
-            "model id; any id is this model",
+            f'"id" must be an integer{_no_point(wrong[0])}: the model id; any id is this model',
             422,
         )
     return TranslateRequest(
@@ -128,6 +126,13 @@ def opennmt_request(data: Any, limits: Limits) -> TranslateRequest:
         limits.beam,
         True,
     )
+
+
+def _no_point(value: Any) -> str:
+    """For a whole number sent as a JSON float (5.0): how to write it as an integer."""
+    if isinstance(value, float) and value.is_integer():
+        return f", written without a decimal point ({int(value)}, not {value})"
+    return ""
 
 
 def _checked_lines(lines: list[str], limits: Limits, several: str) -> list[str]:
