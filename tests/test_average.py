@@ -90,10 +90,9 @@ def test_checkpoints_of_other_shapes_are_refused(kept_model_dir, tmp_path):
     assert not (tmp_path / "avg" / checkpoint.MODEL_FILE).exists()
 
 
-@pytest.mark.parametrize("other", ["dropout", "data"])
-def test_checkpoints_of_another_run_with_the_same_shapes_are_refused(
-    kept_model_dir, tmp_path, other
-):
+def _last_checkpoint_changed(kept_model_dir, tmp_path, other: str):
+    """A copy of the kept model whose last checkpoint has another dropout, vocabulary size
+    (`model`) or data fingerprint, as a checkpoint of another run would."""
     model_dir = tmp_path / "model"
     shutil.copytree(kept_model_dir, model_dir)
     last = checkpoint.kept_checkpoints(model_dir)[-1]
@@ -101,9 +100,19 @@ def test_checkpoints_of_another_run_with_the_same_shapes_are_refused(
     assert payload["meta"]["data_fingerprint"]  # kept checkpoints record their data
     if other == "dropout":
         payload["config"]["model"]["dropout"] = 0.5
+    elif other == "model":
+        payload["config"]["model"]["src_vocab_size"] += 1
     else:
         payload["meta"]["data_fingerprint"] = "another corpus"
     checkpoint.save(last, payload)
+    return model_dir
+
+
+@pytest.mark.parametrize("other", ["dropout", "data"])
+def test_checkpoints_of_another_run_with_the_same_shapes_are_refused(
+    kept_model_dir, tmp_path, other
+):
+    model_dir = _last_checkpoint_changed(kept_model_dir, tmp_path, other)
     result = invoke("average", model_dir, "--last", "2", "-o", tmp_path / "avg")
     told = "other model settings (dropout)" if other == "dropout" else "trained on other data"
     assert result.exit_code == 3 and told in result.stderr, result.stderr
@@ -114,15 +123,7 @@ def test_checkpoints_of_another_run_with_the_same_shapes_are_refused(
 def test_a_checkpoint_of_another_model_copied_in_is_refused(kept_model_dir, tmp_path, other):
     """Alone (--last 1) it has no other checkpoint to differ from, but the averaged weights
     would get this directory's tokenizers: it must be of this model."""
-    model_dir = tmp_path / "model"
-    shutil.copytree(kept_model_dir, model_dir)
-    last = checkpoint.kept_checkpoints(model_dir)[-1]
-    payload = checkpoint.load(last)
-    if other == "model":
-        payload["config"]["model"]["src_vocab_size"] += 1
-    else:
-        payload["meta"]["data_fingerprint"] = "another corpus"
-    checkpoint.save(last, payload)
+    model_dir = _last_checkpoint_changed(kept_model_dir, tmp_path, other)
     result = invoke("average", model_dir, "--last", "1", "-o", tmp_path / "avg")
     told = "other vocabulary sizes" if other == "model" else "trained on other data"
     assert result.exit_code == 3 and told in result.stderr, result.stderr
