@@ -94,6 +94,12 @@ def signals_ignored():
     blocked in this thread instead: the child inherits the mask and unblocks them once it has
     set them to be ignored."""
     if threading.current_thread() is not threading.main_thread():
+        # The first process multiprocessing starts also starts its resource tracker, and that
+        # unblocks SIGINT and SIGTERM in the calling thread once done (CPython 3.11): started
+        # first, it leaves the mask below alone.
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
             yield
