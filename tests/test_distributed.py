@@ -152,9 +152,9 @@ def test_nproc_2_stops_on_ctrl_c_in_one_line_and_resumes(toy_data_dir, tmp_path)
     _, stderr = command.communicate(timeout=120)
     assert command.returncode == 130, stderr
     lines = [line for line in stderr.splitlines() if not line.startswith(("step ", "config:"))]
-    stopped = [line for line in lines if line.startswith("error: training stopped at step")]
+    stopped = [line for line in lines if line.startswith("interrupted: training stopped at step")]
     assert len(stopped) == 1 and "Traceback" not in stderr, stderr
-    assert not [line for line in lines if "torch" in line or "error: interrupted" in line], stderr
+    assert not [line for line in lines if "torch" in line or line.strip() == "interrupted"], stderr
     step = int(stopped[0].split("step ")[1].split(";")[0])
     resumed = subprocess.run(
         [*args, "--max-steps", str(step + 2), "--resume"], env=env, capture_output=True,

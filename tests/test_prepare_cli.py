@@ -454,6 +454,7 @@ def test_interrupt_leaves_nothing_behind(corpus, tmp_path, monkeypatch):
     out = tmp_path / "out"
     result = _prepare(*_train_args(corpus), "-o", out)
     assert result.exit_code == 130
+    assert result.stderr.strip() == "interrupted", result.stderr  # asked for: not an error
     _assert_nothing_left(out)
 
 

@@ -626,7 +626,7 @@ def test_a_second_ctrl_c_stops_at_once_and_says_what_was_dropped(toy_model_dir):
             assert "second Ctrl-C" in response.json()["error"]
         log = server.stderr.read()
         last = log.strip().splitlines()[-1]
-        assert last.startswith("error:") and "requests in flight were answered 503" in last
+        assert last.startswith("interrupted:") and "requests in flight were answered 503" in last
         assert "Traceback" not in log, log
 
 

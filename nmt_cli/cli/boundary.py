@@ -60,6 +60,15 @@ def error_line(message: str) -> None:
     stderr_console().print(f"[bold red]error:[/] {_one_line(message)}", soft_wrap=True)
 
 
+def interrupted_line(message: str = "") -> None:
+    """What a command stopped by Ctrl-C or SIGTERM says: the user asked for it, so no `error:`."""
+    text = f" {_one_line(message)}" if message else ""
+    stderr_console().print(
+        f"[bold yellow]interrupted:[/]{text}" if text else "[bold yellow]interrupted[/]",
+        soft_wrap=True,
+    )
+
+
 def warn(message: str) -> None:
     stderr_console().print(f"[yellow]warning:[/] {_one_line(message)}", soft_wrap=True)
 
@@ -97,13 +106,16 @@ def command_boundary(func: F) -> F:
         said_by_another = os.environ.get("RANK", "0") != "0"
         try:
             return func(*args, **kwargs)
+        except Interrupted as exc:
+            if not said_by_another:
+                interrupted_line(str(exc))
+            raise typer.Exit(exc.exit_code) from None
         except NmtError as exc:
-            if not (isinstance(exc, Interrupted) and said_by_another):
-                error_line(str(exc))
+            error_line(str(exc))
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
             if not said_by_another:
-                error_line("interrupted")
+                interrupted_line()
             raise typer.Exit(130) from None
         except BrokenPipeError:
             # The reader went away (`nmt translate | head`): stop quietly, like other filters.

@@ -26,13 +26,14 @@ def assert_no_traceback(result) -> None:
     assert "Traceback" not in result.stdout and "Traceback" not in result.stderr
 
 
-def error_message(stderr: str, one_line: bool = True) -> str:
-    """The `error:` line of stderr (the only line when `one_line`)."""
+def error_message(stderr: str, one_line: bool = True, label: str = "error") -> str:
+    """The `error:` line of stderr (the only line when `one_line`); `label="interrupted"` for
+    a command stopped by Ctrl-C or SIGTERM, which is not an error."""
     lines = [line for line in stderr.strip().splitlines() if line.strip()]
     assert lines, "nothing on stderr"
     if one_line:
         assert len(lines) == 1, f"expected one line on stderr, got:\n{stderr}"
-    assert lines[-1].startswith("error: "), stderr
+    assert lines[-1].startswith(f"{label}: "), stderr
     message = lines[-1]
     assert FIX.search(message), f"no fix in: {message}"
     return message

@@ -130,7 +130,7 @@ def test_signal_saves_a_resumable_checkpoint_and_exits_130(toy_data_dir, tmp_pat
     runs.append(run)
     run.wait_for(_trained_steps(3))
     assert run.stop(sig) == 130, run.stderr
-    message = error_message(run.stderr, one_line=False)
+    message = error_message(run.stderr, one_line=False, label="interrupted")
     assert "Traceback" not in run.stderr and "--resume" in message
     step = _last_step(out)
     assert f"stopped at step {step}" in message and step >= 3
