@@ -709,7 +709,7 @@ def _read_pharaoh(lines: list[str], name: str, base: int) -> list[GoldAlignment]
 def _read_naacl(lines: list[str], name: str, base: int) -> list[GoldAlignment]:
     sure: dict[int, set[Link]] = defaultdict(set)
     possible: dict[int, set[Link]] = defaultdict(set)
-    last, first = 0, None
+    last, first, nulls = 0, None, 0
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -721,6 +721,7 @@ def _read_naacl(lines: list[str], name: str, base: int) -> list[GoldAlignment]:
         sentence, src, tgt = int(match[1]), int(match[2]), int(match[3])
         last, first = max(last, sentence), min(first or sentence, sentence)
         if base == 1 and (src == 0 or tgt == 0):
+            nulls += 1
             continue  # a link to the NULL word
         link = (src - base, tgt - base)
         possible[sentence].add(link)
@@ -730,7 +731,7 @@ def _read_naacl(lines: list[str], name: str, base: int) -> list[GoldAlignment]:
         GoldAlignment(frozenset(sure[s]), frozenset(possible[s] | sure[s]))
         for s in range(1, last + 1)
     )
-    gold.first = first or 1
+    gold.first, gold.nulls = first or 1, nulls
     return gold
 
 
@@ -738,14 +739,16 @@ class LinkListedGold(list):
     """Gold read from a file that lists links (NAACL): it ends at the last sentence with a
     link, so sentences after it may exist without one. `padded(count)` is the list for a
     corpus of `count` pairs, the missing sentences with no gold links. `first` is the lowest
-    sentence number the file lists (a NULL link included)."""
+    sentence number the file lists (a NULL link included); `nulls` counts its links to the
+    NULL word (position 0), which are left out."""
 
     first: int = 1
+    nulls: int = 0
 
     def padded(self, count: int) -> LinkListedGold:
         empty = GoldAlignment(frozenset(), frozenset())
         longer = LinkListedGold([*self, *[empty] * max(0, count - len(self))])
-        longer.first = self.first
+        longer.first, longer.nulls = self.first, self.nulls
         return longer
 
 

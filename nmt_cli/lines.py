@@ -465,6 +465,32 @@ def check_whole_input(
     return True
 
 
+def check_not_emptied_by_stdout(paths: Iterable[Path | None]) -> None:
+    """Refuse an input file (None or '-': stdin) that is also stdout and now empty: the shell
+    emptied it for `> FILE` before nmt could read it, and translating nothing would exit 0.
+    (With `>> FILE` it still holds its lines, which are read up to their end.)"""
+    try:
+        out = os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no file descriptor (a test's stdout)
+        return
+    if not stat.S_ISREG(out.st_mode) or out.st_size:
+        return
+    for path in paths:
+        try:
+            if path is None or str(path) == "-":
+                found, name = os.fstat(sys.stdin.fileno()), "stdin"
+            else:
+                found, name = os.stat(path), str(path)
+        except (OSError, ValueError, AttributeError):
+            continue  # a missing input is named by the command's own check
+        if (found.st_dev, found.st_ino) == (out.st_dev, out.st_ino):
+            raise InputError(
+                f"{name} is also stdout, and empty: the shell emptied the file for the `>` "
+                "redirect before nmt could read it; restore it, and write the output to "
+                "another file"
+            )
+
+
 def open_input(path: Path | None) -> tuple[BinaryIO | Arrivals, str]:
     """stdin (binary) when path is None or '-', and a named pipe (`--input <(command)`), read
     as they come: a pipe as `Arrivals`; else the file (plain or gzip)."""

@@ -885,6 +885,33 @@ def test_align_says_when_a_naacl_gold_numbers_its_sentences_from_elsewhere(toy_m
     assert longer.exit_code == 2 and "start at" not in longer.stderr
 
 
+def test_align_warns_when_naacl_links_to_the_null_word_leave_little_to_score(
+    toy_model_dir, tmp_path
+):
+    src, tgt, gold = tmp_path / "a.src", tmp_path / "a.tgt", tmp_path / "gold.naacl"
+    src.write_text("apple river\ngreen bird\n", encoding="utf-8")
+    tgt.write_text("RIVER APPLE\nBIRD GREEN\n", encoding="utf-8")
+    args = ["align", "-m", toy_model_dir, "--src", src, "--tgt", tgt, "--gold", gold]
+    gold.write_text("1 0 1 S\n2 1 1 S\n2 0 0 S\n", encoding="utf-8")  # counted from 0
+    result = invoke(*args)
+    said = " ".join(result.stderr.split())
+    assert result.exit_code == 0, result.output
+    assert "gold.naacl: 2 of its 3 links name word 0, the NULL word" in said
+    assert f"awk 'NF {{$2++; $3++}} 1' {gold} > gold-1based.wa" in said
+    assert "1 sure gold links, 2 pairs" in said  # scored on what is left, as the file says
+    gold.write_text("1 0 1 S\n2 0 0 S\n", encoding="utf-8")
+    nothing = " ".join(invoke(*args).stderr.split())
+    assert "gold.naacl leaves no link to score against" in nothing
+    gold.write_text("1 1 2 S\n1 2 1 S\n2 0 1 S\n2 1 2 S\n", encoding="utf-8")  # one NULL
+    few = " ".join(invoke(*args).stderr.split())
+    assert "1 of its 4 links name word 0" in few and "awk" not in few
+    gold.write_text("1 1 2 P\n2 1 2 P\n", encoding="utf-8")
+    possible = " ".join(invoke(*args).stderr.split())
+    assert "gold.naacl has no sure links: recall is 0" in possible and "word 0" not in possible
+    gold.write_text("1 1 2 S\n1 2 1 S\n2 1 2 S\n", encoding="utf-8")
+    assert "warning" not in invoke(*args).stderr
+
+
 def test_align_threshold_without_a_method_selects_the_threshold_method(toy_model_dir):
     pairs = "apple river ||| RIVER APPLE\ngreen bird sun ||| SUN BIRD GREEN\n"
     argmax = invoke("align", "-m", toy_model_dir, "--view", "none", input=pairs)
@@ -1302,3 +1329,35 @@ def test_commands_that_write_a_directory_end_the_usual_way(tmp_path):
     )
     assert run.returncode == 0, run.stderr
     assert "teardown ran" in run.stderr
+
+
+def test_an_input_emptied_by_the_stdout_redirect_is_refused_not_translated(toy_model_dir, tmp_path):
+    """`nmt translate -i f > f`: the shell empties f first; exit 0 with nothing would hide it."""
+    same = tmp_path / "same.txt"
+
+    def run(*args, stdin=None, append=False):
+        same.write_text("apple river\n", encoding="utf-8")
+        with open(same, "ab" if append else "wb") as out:  # "wb": what `> same.txt` does
+            return subprocess.run(
+                [sys.executable, "-m", "nmt_cli", *map(str, args)],
+                stdin=stdin, stdout=out, stderr=subprocess.PIPE, text=True, check=False,
+            )  # fmt: skip
+
+    for args, stdin in (
+        (("translate", "-m", toy_model_dir, "-i", same), None),
+        (("translate", "-m", toy_model_dir), same),
+        (("align", "-m", toy_model_dir, "--view", "none", "--input", same), None),
+    ):
+        if stdin is not None:
+            with open(stdin, "rb") as handle:
+                same.write_text("apple river\n", encoding="utf-8")
+                result = run(*args, stdin=handle)
+        else:
+            result = run(*args)
+        said = " ".join(result.stderr.split())
+        assert result.returncode == 2, said
+        assert "is also stdout, and empty: the shell emptied the file" in said
+    appended = run("translate", "-m", toy_model_dir, "-i", same, append=True)  # `>> same.txt`
+    assert appended.returncode == 0, appended.stderr
+    assert same.read_text(encoding="utf-8").splitlines()[0] == "apple river"
+    assert len(same.read_text(encoding="utf-8").splitlines()) == 2  # its line and a translation

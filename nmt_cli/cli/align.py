@@ -130,11 +130,20 @@ def align(
     from nmt_cli.cli.align_output import AlignOutput
     from nmt_cli.data.corpus import read_pairs
     from nmt_cli.errors import ConfigError
-    from nmt_cli.lines import UntilError, check_whole_input, hold_pipes, iter_lines, open_input
+    from nmt_cli.lines import (
+        UntilError,
+        check_not_emptied_by_stdout,
+        check_whole_input,
+        hold_pipes,
+        iter_lines,
+        open_input,
+    )
     from nmt_cli.translator import SearchOptions, Translator
 
     if view not in ("auto", "heatmap", "links", "none"):
         raise ConfigError(f"--view must be heatmap, links, none or auto, got {view!r}")
+    read = [path for path in (src, tgt, tsv, input, gold) if path is not None]
+    check_not_emptied_by_stdout(read if src or tsv or input else [*read, None])  # None: stdin
     if symmetrize is not None and reverse_model is None:
         raise ConfigError(
             "--symmetrize combines two directions: give --reverse-model (the target → source "

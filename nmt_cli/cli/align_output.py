@@ -40,6 +40,7 @@ class AlignOutput:
                 f"{self.gold_path} is empty: give the gold alignments of these sentence pairs, "
                 "one line per pair"
             )
+        self._warn_about_gold_links()
         if pairs is not None and isinstance(self.gold, LinkListedGold):
             self.gold = self.gold.padded(pairs)  # the last pairs may have no gold link
         if pairs is not None:
@@ -54,6 +55,34 @@ class AlignOutput:
             raise InputError(
                 f"{self.gold_path} has {_alignments(len(self.gold))} but there are {pairs:,} "
                 f"pairs to align: give the gold file of these sentence pairs{numbered}"
+            )
+
+    def _warn_about_gold_links(self) -> None:
+        """A NAACL file's links to the NULL word are left out, as its numbering says: many of
+        them hint at a file that counts words from 0. And without sure links there is no
+        recall to measure."""
+        nulls = getattr(self.gold, "nulls", 0)
+        links = sum(len(g.possible) for g in self.gold) + nulls
+        if nulls:
+            fix = (
+                f"; if it counts words from 0, add 1 to both: awk 'NF {{$2++; $3++}} 1' "
+                f"{self.gold_path} > gold-1based.wa"
+                if 2 * nulls >= links  # NULL links are a minority in 1-based gold files
+                else ""
+            )
+            warn(
+                f"{self.gold_path}: {nulls:,} of its {links:,} links name word 0, the NULL "
+                f"word in the NAACL format's words counted from 1, and are left out{fix}"
+            )
+        if not any(g.possible for g in self.gold):
+            warn(
+                f"{self.gold_path} leaves no link to score against: AER is 100% whatever is predicted"
+            )
+        elif not any(g.sure for g in self.gold):
+            warn(
+                f"{self.gold_path} has no sure links: recall is 0 and AER counts only the "
+                "possible ones (NAACL lines end in S for sure, P for possible; Pharaoh writes "
+                "i-j for sure)"
             )
 
     def run(self, pairs) -> None:

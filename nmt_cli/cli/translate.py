@@ -78,6 +78,7 @@ def translate(
     from nmt_cli.lines import (
         UntilError,
         batches,
+        check_not_emptied_by_stdout,
         check_on_invalid,
         check_whole_input,
         iter_lines,
@@ -103,6 +104,7 @@ def translate(
             "or use --json, which gives the n-best list beside the best translation's links"
         )
     check_on_invalid(on_invalid)
+    check_not_emptied_by_stdout([input])
     check_device_options(device, threads)
     first, *partners = model
     translator = Translator.load(

@@ -301,8 +301,12 @@ def filter_pairs(
     kept = []
     for number, (raw_src, raw_tgt) in enumerate(pairs, start=1):
         src, tgt = normalize(raw_src), normalize(raw_tgt)
-        if src != raw_src or tgt != raw_tgt:
-            counts["normalized"] += 1  # (lowercasing, asked for, is not counted)
+        # (lowercasing, asked for, is not counted; nor are spaces and tabs at the ends, which
+        # many corpora leave on every line, so that the count would hide the real changes)
+        if (src != raw_src and src != raw_src.strip(" \t")) or (
+            tgt != raw_tgt and tgt != raw_tgt.strip(" \t")
+        ):
+            counts["normalized"] += 1
         if lowercase:
             src, tgt = src.lower(), tgt.lower()
         reason = None if options is None else drop_reason(src, tgt, options)

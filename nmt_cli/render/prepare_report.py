@@ -61,8 +61,9 @@ def _counts_table(report: PrepareReport):
 def _notes(report: PrepareReport) -> list[str]:
     """Footnotes that say what the columns count and where each split came from."""
     notes = [
-        "norm.: changed by normalisation (NFC, whitespace, invisible characters such as "
-        "zero-width spaces; kept); empty, long, ratio, dup: dropped"
+        "norm.: changed by normalisation (NFC, whitespace inside the line, invisible "
+        "characters such as zero-width spaces; kept; spaces at the ends not counted); empty, "
+        "long, ratio, dup: dropped"
     ]
     for origin, note in (
         ("given", "given references, only normalised (never filtered or de-duplicated)"),
