@@ -709,7 +709,8 @@ def _read_pharaoh(lines: list[str], name: str, base: int) -> list[GoldAlignment]
 def _read_naacl(lines: list[str], name: str, base: int) -> list[GoldAlignment]:
     sure: dict[int, set[Link]] = defaultdict(set)
     possible: dict[int, set[Link]] = defaultdict(set)
-    last, first, nulls = 0, None, 0
+    last, first = 0, None
+    nulls: set[tuple[int, int, int]] = set()  # (sentence, source, target) with a position 0
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -721,7 +722,7 @@ def _read_naacl(lines: list[str], name: str, base: int) -> list[GoldAlignment]:
         sentence, src, tgt = int(match[1]), int(match[2]), int(match[3])
         last, first = max(last, sentence), min(first or sentence, sentence)
         if base == 1 and (src == 0 or tgt == 0):
-            nulls += 1
+            nulls.add((sentence, src, tgt))
             continue  # a link to the NULL word
         link = (src - base, tgt - base)
         possible[sentence].add(link)
@@ -731,7 +732,8 @@ def _read_naacl(lines: list[str], name: str, base: int) -> list[GoldAlignment]:
         GoldAlignment(frozenset(sure[s]), frozenset(possible[s] | sure[s]))
         for s in range(1, last + 1)
     )
-    gold.first, gold.nulls = first or 1, nulls
+    gold.first, gold.nulls = first or 1, len(nulls)
+    gold.null_to_null = sum(1 for _, src, tgt in nulls if src == tgt == 0)
     return gold
 
 
@@ -740,15 +742,17 @@ class LinkListedGold(list):
     link, so sentences after it may exist without one. `padded(count)` is the list for a
     corpus of `count` pairs, the missing sentences with no gold links. `first` is the lowest
     sentence number the file lists (a NULL link included); `nulls` counts its links to the
-    NULL word (position 0), which are left out."""
+    NULL word (position 0), which are left out, `null_to_null` those of NULL to NULL, which
+    mean nothing where words count from 1 (a file that counts from 0 links its first words)."""
 
     first: int = 1
     nulls: int = 0
+    null_to_null: int = 0
 
     def padded(self, count: int) -> LinkListedGold:
         empty = GoldAlignment(frozenset(), frozenset())
         longer = LinkListedGold([*self, *[empty] * max(0, count - len(self))])
-        longer.first, longer.nulls = self.first, self.nulls
+        longer.first, longer.nulls, longer.null_to_null = self.first, self.nulls, self.null_to_null
         return longer
 
 

@@ -465,30 +465,43 @@ def check_whole_input(
     return True
 
 
-def check_not_emptied_by_stdout(paths: Iterable[Path | None]) -> None:
-    """Refuse an input file (None or '-': stdin) that is also stdout and now empty: the shell
-    emptied it for `> FILE` before nmt could read it, and translating nothing would exit 0.
-    (With `>> FILE` it still holds its lines, which are read up to their end.)"""
+def check_input_is_not_stdout(paths: Iterable[Path | None]) -> None:
+    """Refuse an input file (None or '-': stdin) that stdout writes to. After `> FILE` the
+    shell has emptied it, and translating nothing would exit 0; after `>> FILE` the output,
+    flushed batch by batch, would be read back as more input, without end."""
     try:
         out = os.fstat(sys.stdout.fileno())
     except (OSError, ValueError, AttributeError):  # no file descriptor (a test's stdout)
         return
-    if not stat.S_ISREG(out.st_mode) or out.st_size:
+    if not stat.S_ISREG(out.st_mode):
         return
     for path in paths:
         try:
             if path is None or str(path) == "-":
-                found, name = os.fstat(sys.stdin.fileno()), "stdin"
+                found, name = os.fstat(sys.stdin.fileno()), _stdin_name()
             else:
                 found, name = os.stat(path), str(path)
         except (OSError, ValueError, AttributeError):
             continue  # a missing input is named by the command's own check
-        if (found.st_dev, found.st_ino) == (out.st_dev, out.st_ino):
+        if (found.st_dev, found.st_ino) != (out.st_dev, out.st_ino):
+            continue
+        if out.st_size == 0:
             raise InputError(
-                f"{name} is also stdout, and empty: the shell emptied the file for the `>` "
-                "redirect before nmt could read it; restore it, and write the output to "
-                "another file"
+                f"{name} is also stdout, and empty: a `>` redirect empties its file before "
+                "nmt can read it; restore the file, and write the output to another one"
             )
+        raise InputError(
+            f"{name} is also stdout (a `>>` redirect): the output would be read back as "
+            "more input, without end; write the output to another file"
+        )
+
+
+def _stdin_name() -> str:
+    """stdin, with the file it reads where the system says (Linux: /proc/self/fd/0)."""
+    try:
+        return f"stdin ({os.readlink('/proc/self/fd/0')})"
+    except OSError:
+        return "stdin"
 
 
 def open_input(path: Path | None) -> tuple[BinaryIO | Arrivals, str]:

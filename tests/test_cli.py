@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import select
+import signal
 import subprocess
 import sys
 
@@ -885,31 +887,42 @@ def test_align_says_when_a_naacl_gold_numbers_its_sentences_from_elsewhere(toy_m
     assert longer.exit_code == 2 and "start at" not in longer.stderr
 
 
-def test_align_warns_when_naacl_links_to_the_null_word_leave_little_to_score(
+def test_align_warns_of_a_naacl_gold_counted_from_0_and_of_one_without_sure_links(
     toy_model_dir, tmp_path
 ):
     src, tgt, gold = tmp_path / "a.src", tmp_path / "a.tgt", tmp_path / "gold.naacl"
-    src.write_text("apple river\ngreen bird\n", encoding="utf-8")
-    tgt.write_text("RIVER APPLE\nBIRD GREEN\n", encoding="utf-8")
+    src.write_text("apple river stone\ngreen bird\n", encoding="utf-8")
+    tgt.write_text("RIVER APPLE STONE\nBIRD GREEN\n", encoding="utf-8")
     args = ["align", "-m", toy_model_dir, "--src", src, "--tgt", tgt, "--gold", gold]
-    gold.write_text("1 0 1 S\n2 1 1 S\n2 0 0 S\n", encoding="utf-8")  # counted from 0
+    # counted from 0: first words linked (0 0), which NAACL's numbering cannot mean
+    gold.write_text("1 0 1 S\n1 1 0 S\n1 2 2 S\n2 0 1 S\n2 1 0 S\n", encoding="utf-8")
     result = invoke(*args)
     said = " ".join(result.stderr.split())
     assert result.exit_code == 0, result.output
-    assert "gold.naacl: 2 of its 3 links name word 0, the NULL word" in said
+    assert "links word 0 to word 0" not in said  # no 0-0 link yet: only counted
+    assert "4 gold links to NULL left out" in said
+    gold.write_text("1 0 0 S\n1 1 1 S\n1 2 2 S\n2 0 0 S\n2 1 1 S\n", encoding="utf-8")
+    result = invoke(*args)
+    said = " ".join(result.stderr.split())
+    assert "links word 0 to word 0 in 2 sentences" in said, said
+    assert "its 2 links to word 0 are left out and the others read one word off" in said
     assert f"awk 'NF {{$2++; $3++}} 1' {gold} > gold-1based.wa" in said
-    assert "1 sure gold links, 2 pairs" in said  # scored on what is left, as the file says
-    gold.write_text("1 0 1 S\n2 0 0 S\n", encoding="utf-8")
+    assert "2 gold links to NULL left out" in said
+    legit = "1 1 2 S\n1 2 1 S\n1 3 0 S\n2 1 2 S\n2 2 1 S\n"  # one unaligned word, 1-based
+    gold.write_text(legit, encoding="utf-8")
+    result = invoke(*args)
+    said = " ".join(result.stderr.split())
+    assert "warning" not in said and "1 gold link to NULL left out" in said, said
+    gold.write_text("1 0 1 S\n2 1 0 S\n", encoding="utf-8")
     nothing = " ".join(invoke(*args).stderr.split())
     assert "gold.naacl leaves no link to score against" in nothing
-    gold.write_text("1 1 2 S\n1 2 1 S\n2 0 1 S\n2 1 2 S\n", encoding="utf-8")  # one NULL
-    few = " ".join(invoke(*args).stderr.split())
-    assert "1 of its 4 links name word 0" in few and "awk" not in few
+    assert "check that it is the gold file of these pairs" in nothing
     gold.write_text("1 1 2 P\n2 1 2 P\n", encoding="utf-8")
     possible = " ".join(invoke(*args).stderr.split())
-    assert "gold.naacl has no sure links: recall is 0" in possible and "word 0" not in possible
+    assert "gold.naacl has no sure links: recall is 0" in possible and "NULL" not in possible
     gold.write_text("1 1 2 S\n1 2 1 S\n2 1 2 S\n", encoding="utf-8")
-    assert "warning" not in invoke(*args).stderr
+    clean = invoke(*args).stderr
+    assert "warning" not in clean and "NULL" not in clean
 
 
 def test_align_threshold_without_a_method_selects_the_threshold_method(toy_model_dir):
@@ -1001,7 +1014,6 @@ def test_lines_typed_at_a_terminal_go_to_a_redirected_stdout_one_by_one(toy_mode
     typed line answered before the next is typed; with --json too."""
     import os
     import pty
-    import select
 
     typed = ["apple river stone", "green house"]
     expected = invoke("translate", "-m", toy_model_dir, input="\n".join(typed) + "\n")
@@ -1331,33 +1343,45 @@ def test_commands_that_write_a_directory_end_the_usual_way(tmp_path):
     assert "teardown ran" in run.stderr
 
 
-def test_an_input_emptied_by_the_stdout_redirect_is_refused_not_translated(toy_model_dir, tmp_path):
-    """`nmt translate -i f > f`: the shell empties f first; exit 0 with nothing would hide it."""
+def test_an_input_that_stdout_writes_to_is_refused(toy_model_dir, tmp_path):
+    """`nmt translate -i f > f`: the shell empties f first, and exit 0 with nothing would hide
+    it; `>> f`: the translations, flushed batch by batch, would be read back without end."""
     same = tmp_path / "same.txt"
+    lines = "apple river\n" * 300  # more than one batch of 256: `>>` used to loop
 
-    def run(*args, stdin=None, append=False):
-        same.write_text("apple river\n", encoding="utf-8")
-        with open(same, "ab" if append else "wb") as out:  # "wb": what `> same.txt` does
-            return subprocess.run(
+    def run(*args, stdin=False, append=False):
+        same.write_text(lines, encoding="utf-8")
+        with open(same, "rb") as source, open(same, "ab" if append else "wb") as out:
+            return subprocess.run(  # "wb" is what `> same.txt` does, "ab" `>> same.txt`
                 [sys.executable, "-m", "nmt_cli", *map(str, args)],
-                stdin=stdin, stdout=out, stderr=subprocess.PIPE, text=True, check=False,
+                stdin=source if stdin else subprocess.DEVNULL, stdout=out,
+                stderr=subprocess.PIPE, text=True, check=False, timeout=120,
             )  # fmt: skip
 
-    for args, stdin in (
-        (("translate", "-m", toy_model_dir, "-i", same), None),
-        (("translate", "-m", toy_model_dir), same),
-        (("align", "-m", toy_model_dir, "--view", "none", "--input", same), None),
-    ):
-        if stdin is not None:
-            with open(stdin, "rb") as handle:
-                same.write_text("apple river\n", encoding="utf-8")
-                result = run(*args, stdin=handle)
-        else:
-            result = run(*args)
+    for args, stdin, append, told in (
+        (("translate", "-m", toy_model_dir, "-i", same), False, False, f"{same} is also stdout, and empty"),
+        (("translate", "-m", toy_model_dir), True, False, f"stdin ({same}) is also stdout, and empty"),
+        (("translate", "-m", toy_model_dir, "-i", same), False, True, f"{same} is also stdout (a `>>` redirect)"),
+        (("align", "-m", toy_model_dir, "--view", "none", "--input", same), False, True, "(a `>>` redirect)"),
+    ):  # fmt: skip
+        result = run(*args, stdin=stdin, append=append)
         said = " ".join(result.stderr.split())
-        assert result.returncode == 2, said
-        assert "is also stdout, and empty: the shell emptied the file" in said
-    appended = run("translate", "-m", toy_model_dir, "-i", same, append=True)  # `>> same.txt`
-    assert appended.returncode == 0, appended.stderr
-    assert same.read_text(encoding="utf-8").splitlines()[0] == "apple river"
-    assert len(same.read_text(encoding="utf-8").splitlines()) == 2  # its line and a translation
+        assert result.returncode == 2 and told in said, said
+        assert same.read_text(encoding="utf-8") == ("" if not append else lines)  # nothing added
+
+
+def test_sigterm_stops_translate_as_ctrl_c_does(toy_model_dir):
+    """`kill PID` (SIGTERM) ends a command as Ctrl-C does: one `interrupted` line, exit 130
+    (it used to end at once, with 143 and no word)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nmt_cli", "translate", "-m", str(toy_model_dir)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    process.stdin.write(b"apple river\n")
+    process.stdin.flush()
+    ready, _, _ = select.select([process.stdout], [], [], 120)
+    assert ready and process.stdout.readline().strip(), "no translation of the first line"
+    process.send_signal(signal.SIGTERM)  # while it waits for the next line
+    _, errors = process.communicate(timeout=60)
+    assert process.returncode == 130, errors.decode()
+    assert errors.decode().strip() == "interrupted"

@@ -87,3 +87,39 @@ def _interrupted_while_running(slow, quick, returned) -> None:
             run_in_threads([slow, quick])
         finally:
             returned.append(time.monotonic())
+
+
+def test_a_process_started_from_another_thread_inherits_the_blocked_stop_signals(tmp_path):
+    """`signals_ignored` outside the main thread blocks SIGINT and SIGTERM, and the child must
+    start with them blocked, also when it is the first process multiprocessing starts (its
+    resource tracker, started then, used to unblock them in the launching thread). Run in a
+    fresh interpreter, where no tracker runs yet."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "launch.py"
+    script.write_text(
+        "import multiprocessing, signal, sys, threading\n"
+        "from nmt_cli.threads import signals_ignored\n"
+        "def child():\n"
+        "    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])\n"
+        "    sys.exit(0 if {signal.SIGINT, signal.SIGTERM} <= blocked else 3)\n"
+        "def launch(out):\n"
+        "    with signals_ignored():\n"
+        "        process = multiprocessing.get_context('spawn').Process(target=child)\n"
+        "        process.start()\n"
+        "    process.join()\n"
+        "    out.append(process.exitcode)\n"
+        "if __name__ == '__main__':\n"
+        "    out = []\n"
+        "    thread = threading.Thread(target=launch, args=(out,))\n"
+        "    thread.start()\n"
+        "    thread.join()\n"
+        "    print(out[0])\n",
+        encoding="utf-8",
+    )
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "0", "the child started with SIGINT or SIGTERM unblocked"

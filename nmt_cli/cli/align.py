@@ -132,7 +132,7 @@ def align(
     from nmt_cli.errors import ConfigError
     from nmt_cli.lines import (
         UntilError,
-        check_not_emptied_by_stdout,
+        check_input_is_not_stdout,
         check_whole_input,
         hold_pipes,
         iter_lines,
@@ -143,7 +143,7 @@ def align(
     if view not in ("auto", "heatmap", "links", "none"):
         raise ConfigError(f"--view must be heatmap, links, none or auto, got {view!r}")
     read = [path for path in (src, tgt, tsv, input, gold) if path is not None]
-    check_not_emptied_by_stdout(read if src or tsv or input else [*read, None])  # None: stdin
+    check_input_is_not_stdout(read if src or tsv or input else [*read, None])  # None: stdin
     if symmetrize is not None and reverse_model is None:
         raise ConfigError(
             "--symmetrize combines two directions: give --reverse-model (the target → source "

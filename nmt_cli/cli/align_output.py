@@ -58,31 +58,30 @@ class AlignOutput:
             )
 
     def _warn_about_gold_links(self) -> None:
-        """A NAACL file's links to the NULL word are left out, as its numbering says: many of
-        them hint at a file that counts words from 0. And without sure links there is no
-        recall to measure."""
-        nulls = getattr(self.gold, "nulls", 0)
-        links = sum(len(g.possible) for g in self.gold) + nulls
-        if nulls:
-            fix = (
-                f"; if it counts words from 0, add 1 to both: awk 'NF {{$2++; $3++}} 1' "
-                f"{self.gold_path} > gold-1based.wa"
-                if 2 * nulls >= links  # NULL links are a minority in 1-based gold files
-                else ""
-            )
+        """A NAACL file that links word 0 to word 0 counts its words from 0 (in its own
+        numbering, from 1, 0 is the NULL word); without links, or sure links, there is no
+        recall to measure. (Other links to NULL are counted in the score's line.)"""
+        import shlex
+
+        if null_to_null := getattr(self.gold, "null_to_null", 0):
+            fix = f"awk 'NF {{$2++; $3++}} 1' {shlex.quote(str(self.gold_path))} > gold-1based.wa"
             warn(
-                f"{self.gold_path}: {nulls:,} of its {links:,} links name word 0, the NULL "
-                f"word in the NAACL format's words counted from 1, and are left out{fix}"
+                f"{self.gold_path} links word 0 to word 0 in {null_to_null:,} sentence"
+                f"{'s' * (null_to_null != 1)}, which means nothing where words count from 1 "
+                "(as NAACL files do: 0 is NULL), so it seems to count from 0: its "
+                f"{self.gold.nulls:,} links to word 0 are left out and the others read one word "
+                f"off; if so, add 1 to both numbers: {fix}"
             )
         if not any(g.possible for g in self.gold):
             warn(
-                f"{self.gold_path} leaves no link to score against: AER is 100% whatever is predicted"
+                f"{self.gold_path} leaves no link to score against (AER is 100% whatever is "
+                "predicted): check that it is the gold file of these pairs"
             )
         elif not any(g.sure for g in self.gold):
             warn(
                 f"{self.gold_path} has no sure links: recall is 0 and AER counts only the "
-                "possible ones (NAACL lines end in S for sure, P for possible; Pharaoh writes "
-                "i-j for sure)"
+                "possible ones; check the file's labels (NAACL lines end in S for sure, P for "
+                "possible; Pharaoh writes i-j for sure, i?j or ipj for possible)"
             )
 
     def run(self, pairs) -> None:
@@ -248,11 +247,13 @@ class AlignOutput:
         return score_alignments(self.predicted, gold)
 
     def _report(self, score, pairs: int) -> None:
+        nulls = getattr(self.gold, "nulls", 0)  # a NAACL file's links to NULL
+        left_out = f"; {nulls:,} gold link{'s' * (nulls != 1)} to NULL left out" if nulls else ""
         console = stderr_console()
         console.print(
             f"AER {score.aer * 100:.2f}%  precision {score.precision * 100:.2f}%  "
             f"recall {score.recall * 100:.2f}%  ({score.predicted:,} links predicted, "
-            f"{score.sure:,} sure gold links, {pairs:,} pairs)"
+            f"{score.sure:,} sure gold links, {pairs:,} pairs{left_out})"
         )
 
 

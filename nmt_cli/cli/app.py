@@ -65,7 +65,12 @@ class _Group(_HelpAsWritten, typer.core.TyperGroup):
             return super().main(*args, standalone_mode=False, **kwargs)
         try:
             code = super().main(*args, standalone_mode=False, **kwargs)
-        except typer.Abort:  # end of input at a prompt
+        except typer.Abort as abort:  # end of input at a prompt, or Ctrl-C outside a command
+            if isinstance(abort.__cause__, KeyboardInterrupt) or isinstance(
+                abort.__context__, KeyboardInterrupt
+            ):
+                _say("interrupted")
+                raise SystemExit(130) from None
             _say("error: aborted")
             raise SystemExit(1) from None
         except Exception as err:  # typer's own click: its ClickException, duck-typed

@@ -11,7 +11,9 @@ import contextlib
 import errno
 import functools
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -95,6 +97,21 @@ class LineWarnings:
                 warn(f"{more:,} more line{'s' * (more != 1)} {summary}")
 
 
+def _sigterm_as_ctrl_c():
+    """SIGTERM (`kill`, a service manager) stops a command as Ctrl-C does: cleaned up, exit
+    130. Only where it would end the process at once (its default); train and serve set
+    their own. Returns the handler to restore, or None if none was set."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return None
+
+    def as_ctrl_c(_signum, _frame):
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, as_ctrl_c)
+
+
 def command_boundary(func: F) -> F:
     """Turn NmtError, Ctrl-C and a closed stdout into a clean exit."""
 
@@ -104,6 +121,7 @@ def command_boundary(func: F) -> F:
 
         # every rank of a training stops alike; the main one (RANK 0) says so for all
         said_by_another = os.environ.get("RANK", "0") != "0"
+        on_term = _sigterm_as_ctrl_c()
         try:
             return func(*args, **kwargs)
         except Interrupted as exc:
@@ -132,6 +150,8 @@ def command_boundary(func: F) -> F:
             _stdout_to_devnull()  # else Python's last flush at exit fails again, with a traceback
             raise typer.Exit(1) from None
         finally:
+            if on_term is not None:
+                signal.signal(signal.SIGTERM, on_term)
             lines = sys.modules.get("nmt_cli.lines")  # (imported only by commands that read)
             if lines is not None:
                 lines.release_pipes()  # the named pipes the command read are its own

@@ -322,7 +322,7 @@ def _launch_ranks(nproc: int, extra: list[str] | None = None) -> None:
     import sys
     import time
 
-    from nmt_cli.cli.boundary import error_line
+    from nmt_cli.cli.boundary import error_line, interrupted_line
     from nmt_cli.distributed import free_port, rank_environment
     from nmt_cli.errors import Interrupted
 
@@ -392,8 +392,9 @@ def _launch_ranks(nproc: int, extra: list[str] | None = None) -> None:
         failed = next(((i, r.returncode) for i, r in enumerate(ranks) if r.returncode), (0, 0))
     index, code = failed
     if len(sent) >= 3:
-        error_line("training stopped at once (a third Ctrl-C): --resume continues from the last "
-                   "checkpoint saved")  # fmt: skip
+        interrupted_line("training stopped at once (a third Ctrl-C): --resume continues from "
+                         "the last checkpoint saved")  # fmt: skip
+        raise typer.Exit(130)  # asked for, as every interrupt (the ranks were killed: 137)
     elif code < 0 and -code not in sent:  # killed by a signal not ours (out of memory, kill -9)
         error_line(
             f"training process of rank {index} was killed ({signal.Signals(-code).name}) and "

@@ -78,7 +78,7 @@ def translate(
     from nmt_cli.lines import (
         UntilError,
         batches,
-        check_not_emptied_by_stdout,
+        check_input_is_not_stdout,
         check_on_invalid,
         check_whole_input,
         iter_lines,
@@ -104,7 +104,7 @@ def translate(
             "or use --json, which gives the n-best list beside the best translation's links"
         )
     check_on_invalid(on_invalid)
-    check_not_emptied_by_stdout([input])
+    check_input_is_not_stdout([input])
     check_device_options(device, threads)
     first, *partners = model
     translator = Translator.load(

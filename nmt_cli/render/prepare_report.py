@@ -62,8 +62,8 @@ def _notes(report: PrepareReport) -> list[str]:
     """Footnotes that say what the columns count and where each split came from."""
     notes = [
         "norm.: changed by normalisation (NFC, whitespace inside the line, invisible "
-        "characters such as zero-width spaces; kept; spaces at the ends not counted); empty, "
-        "long, ratio, dup: dropped"
+        "characters such as zero-width spaces; kept; spaces and tabs at the ends not counted); "
+        "empty, long, ratio, dup: dropped"
     ]
     for origin, note in (
         ("given", "given references, only normalised (never filtered or de-duplicated)"),
