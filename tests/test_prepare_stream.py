@@ -342,3 +342,27 @@ def _alive(pid: int) -> bool:
             return stat.read().split(") ")[-1][0] != "Z"  # a zombie has ended
     except FileNotFoundError:
         return False
+
+
+def test_sentencepiece_trains_on_the_first_16k_characters_of_a_longer_line(tmp_path):
+    """A line over the cut is cut for training only (encoded whole): a corpus of one document
+    per line still trains, and a repetitive word of 100,000 letters costs no more than one of
+    16,384 (it took 10 s)."""
+    cut = prepare_module._TRAINING_LINE_CHARS
+    path = tmp_path / "train.src"
+    path.write_text("short line\n" + "a" * 100_000 + "\n" + "b" * cut + "\n", encoding="utf-8")
+    seen = list(prepare_module._TrainingSample((path,)))
+    assert seen == ["short line", "a" * cut, "b" * cut]
+    rng = random.Random(0)
+    words = ["alpha", "beta", "gamma", "delta", "zeta", "theta", "iota", "kappa"]
+    src, tgt = tmp_path / "doc.src", tmp_path / "doc.tgt"  # 20 documents of ~20,000 characters
+    src.write_text("".join(" ".join(rng.choices(words, k=3500)) + "\n" for _ in range(20)))
+    tgt.write_text("".join(" ".join(rng.choices(words, k=3500)).upper() + "\n" for _ in range(20)))
+    out = tmp_path / "data"
+    result = invoke("prepare", "--src", src, "--tgt", tgt, "--max-len", "0", "--vocab-size", "60",
+                    "-o", out)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    from nmt_cli.specials import UNK_ID
+
+    ids = np.load(out / "train.src.ids.npy")
+    assert ids.size > 20 * 3500 and UNK_ID not in ids  # every word encoded, none unknown
