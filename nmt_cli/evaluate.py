@@ -251,10 +251,15 @@ def bleu_tokenize(refs: Sequence[Sequence[str]], *hyps: Sequence[str]) -> str:
     between them); then 'zh' (each ideograph a token; the rest as 13a splits it), or 'char'
     when kana make up more than a tenth of the letters (sacreBLEU's `zh` keeps kana runs
     whole). Decided on the first lines of each stream, pooled; when the references call for
-    '13a', the hypotheses are asked the same (unsegmented output against segmented
-    references would otherwise match no word)."""
+    '13a', each system's hypotheses are asked the same (unsegmented output against segmented
+    references would otherwise match no word), and if one of them is unsegmented, every
+    system is scored with its tokenisation: a paired test scores both alike, and 'zh' and
+    'char' split ideographs and kana whatever the spaces between them."""
     chosen = _tokenize_of(refs)
-    return _tokenize_of(hyps) if chosen == "13a" and any(len(h) for h in hyps) else chosen
+    if chosen != "13a":
+        return chosen
+    asked = {_tokenize_of([h]) for h in hyps if len(h)}
+    return "char" if "char" in asked else "zh" if "zh" in asked else "13a"
 
 
 def _tokenize_of(streams: Sequence[Sequence[str]]) -> str:
@@ -343,13 +348,17 @@ def score(
     refs: Sequence[Sequence[str]],
     metrics: Sequence[str] = DEFAULT_METRICS,
     by_references: bool = False,
+    tokenize: str | None = None,
 ) -> list[MetricScore]:
     """Corpus scores of `hyps` against one or more reference streams, one per metric. With
     `by_references`, BLEU's tokenisation is the references' alone (see `bleu_tokenize`), so
-    that the scores of one run's validations, whatever its output, compare."""
+    that the scores of one run's validations, whatever its output, compare; `tokenize` gives
+    it (a system compared with another is scored as the test scores it)."""
     check_metrics(metrics)
     _check_parallel(hyps, refs)
-    results, tokenize = [], bleu_tokenize(refs) if by_references else bleu_tokenize(refs, hyps)
+    if tokenize is None:
+        tokenize = bleu_tokenize(refs) if by_references else bleu_tokenize(refs, hyps)
+    results = []
     for key in metrics:
         metric = _make_metric(key, tokenize)
         result = _corpus_score(metric, hyps, refs)
@@ -431,8 +440,10 @@ def bleu_by_length(
     hyps: Sequence[str],
     refs: Sequence[Sequence[str]],
     buckets: Sequence[int] = DEFAULT_BUCKETS,
+    tokenize: str | None = None,
 ) -> list[BucketScore]:
-    """Corpus BLEU per bucket of source length (see `length_unit`); 0-length goes in the first."""
+    """Corpus BLEU per bucket of source length (see `length_unit`); 0-length goes in the first.
+    (`tokenize`: BLEU's tokenisation, by default `bleu_tokenize`'s for these hypotheses.)"""
     bounds = bucket_bounds(buckets)
     _check_parallel(hyps, refs)
     if len(sources) != len(hyps):
@@ -444,7 +455,7 @@ def bleu_by_length(
     members: list[list[int]] = [[] for _ in bounds]
     for index, line in enumerate(sources):
         members[bisect.bisect_left(buckets, source_length(line, unit))].append(index)
-    metric = _make_metric("bleu", bleu_tokenize(refs, hyps))  # one for every bucket
+    metric = _make_metric("bleu", tokenize or bleu_tokenize(refs, hyps))  # one for every bucket
     return [
         _bucket_score(lo, hi, indices, hyps, refs, metric)
         for (lo, hi), indices in zip(bounds, members, strict=True)
@@ -553,12 +564,14 @@ def evaluate_corpus(
 ) -> EvalReport:
     """Scores, plus BLEU by length when `sources` is given and a test of `hyps_b` if given.
 
-    The comparison uses the first of `metrics`.
+    The comparison uses the first of `metrics`; BLEU tokenises `hyps` as the comparison does
+    (see `bleu_tokenize`), so its score there is the score above.
     """
-    scores = score(hyps, refs, metrics)
+    tokenize = None if hyps_b is None else bleu_tokenize(refs, hyps, hyps_b)
+    scores = score(hyps, refs, metrics, tokenize=tokenize)
     by_length = unit = comparison = None
     if sources is not None:
-        by_length = bleu_by_length(sources, hyps, refs, buckets)
+        by_length = bleu_by_length(sources, hyps, refs, buckets, tokenize)
         unit = length_unit(sources)
     if hyps_b is not None:
         comparison = compare(hyps, hyps_b, refs, metrics[0])

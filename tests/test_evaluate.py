@@ -296,6 +296,27 @@ def test_unreadable_files_name_the_file(tmp_path, kind, message):
     assert str(path) in str(caught.value)
 
 
+def test_a_paired_test_scores_both_systems_and_the_main_score_with_one_tokenisation():
+    """Unsegmented output against segmented references is scored by character (tok:zh); the
+    same text with spaces compared with it used to be scored 13a in the test, pooled with it,
+    so one file got 89.95 above and 0.00 in the test."""
+    from nmt_cli.evaluate import bleu_tokenize, evaluate_corpus
+
+    rng = random.Random(0)
+    words = ["我", "的", "朋友", "星期天", "起床", "了", "你", "今天", "去", "哪里"]
+    refs = [[" ".join(rng.choices(words, k=8)) + " 。" for _ in range(40)]]
+    spaced = [line if k % 3 else line.replace("朋友", "老师") for k, line in enumerate(refs[0])]
+    unspaced = [line.replace(" ", "") for line in spaced]
+    assert bleu_tokenize(refs, spaced) == "13a"  # alone, segmented output keeps 13a
+    assert bleu_tokenize(refs, unspaced) == bleu_tokenize(refs, spaced, unspaced) == "zh"
+    for a, b in ((unspaced, spaced), (spaced, unspaced)):
+        report = evaluate_corpus(a, refs, ["bleu"], hyps_b=b)
+        assert "tok:zh" in report.metrics[0].signature and "tok:zh" in report.comparison.signature
+        assert report.comparison.a.score == report.metrics[0].score
+        assert report.comparison.a.score == report.comparison.b.score > 50  # the same words
+        assert report.comparison.p_value == 1.0
+
+
 def test_unsegmented_chinese_references_are_scored_by_character():
     from nmt_cli.evaluate import bleu_tokenize, score
 
