@@ -424,6 +424,11 @@ def parse_fast_align(lines: Iterable[str], name: str) -> Iterator[tuple[str, str
                     "one, between the source and the target"
                 )
             source, _, target = line.partition("|||")
+            if not source.strip() and not target.strip():  # not an editor's last newline
+                raise InputError(
+                    f"{name} line {number} holds ' ||| ' alone: alignment needs both sides; "
+                    "remove that line or fill in its text"
+                )
             yield source, target
 
     yield from checked_pairs(split(enumerate(lines, start=1)), name)

@@ -1385,3 +1385,15 @@ def test_sigterm_stops_translate_as_ctrl_c_does(toy_model_dir):
     _, errors = process.communicate(timeout=60)
     assert process.returncode == 130, errors.decode()
     assert errors.decode().strip() == "interrupted"
+
+
+def test_align_refuses_a_separator_alone_wherever_it_stands(toy_model_dir):
+    """` ||| ` alone is a pair with both sides empty, not an editor's last newline: it used to
+    be dropped without a word at the end of the input (and refused elsewhere)."""
+    for text, number in (("apple river ||| RIVER APPLE\n ||| \n", 2), ("|||\n", 1)):
+        result = invoke("align", "-m", toy_model_dir, "--view", "none", input=text)
+        said = " ".join(result.stderr.split())
+        assert result.exit_code == 2 and f"<stdin> line {number} holds ' ||| ' alone" in said
+    ending = invoke("align", "-m", toy_model_dir, "--view", "none",
+                    input="apple river ||| RIVER APPLE\n\n\n")  # fmt: skip
+    assert ending.exit_code == 0 and len(ending.stdout.splitlines()) == 1  # empty lines end it
