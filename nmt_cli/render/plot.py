@@ -37,8 +37,8 @@ def require_matplotlib(option: str = "--plot") -> None:
         import matplotlib  # noqa: F401
     except ImportError as exc:
         raise ConfigError(
-            f"{option} needs matplotlib, which is not installed: add it with "
-            "pip install 'nmt-cli[plot]' (or pip install matplotlib)"
+            f"{option} needs matplotlib, which is not installed: add it with pip install "
+            "matplotlib (in a clone of nmt, .venv/bin/pip install -e '.[plot]', as README says)"
         ) from exc
 
 
