@@ -56,8 +56,8 @@ if [ ! -f "$hansards/dev.wa" ]; then
 else
     text=$runs/hansards/text
     mkdir -p $text
-    # every letter, as nmt prepare --lowercase does (tr lowers ASCII letters only: before,
-    # 1,477 of the 25,037 French lines kept a capital such as É or À)
+    # every letter, as nmt prepare --lowercase does (tr lowers ASCII letters only, so capitals
+    # such as É or À stayed)
     lower() { $py -X utf8 -c 'import sys; sys.stdout.writelines(line.lower() for line in sys.stdin)'; }
     for side in en fr; do
         zcat "$hansards/train.$side.gz" | lower > $text/train25k.$side
