@@ -7,6 +7,7 @@ import io
 import numpy as np
 import pytest
 from rich.cells import cell_len
+from rich.color import ColorSystem
 from rich.console import Console
 
 from nmt_cli.render.heatmap import LINK_MARK, render_heatmap, render_links
@@ -165,3 +166,33 @@ def test_png_heatmap_is_drawn_and_names_characters_no_font_has(tmp_path):
     assert odd.read_bytes().startswith(b"\x89PNG")
     assert problem is not None and str(odd) in problem and "\ue000" in problem
     assert "\n" not in problem and "empty boxes" in problem
+
+
+def _coloured_runs(drawing, system: str, characters: str) -> list:
+    """The styled segments made only of `characters`, as a console of `system` draws them."""
+    console = Console(color_system=system, force_terminal=True, width=100, file=io.StringIO())
+    return [
+        segment
+        for line in console.render_lines(drawing, pad=False)
+        for segment in line
+        if segment.text and set(segment.text) <= set(characters) and segment.style
+    ]
+
+
+def test_every_band_keeps_a_colour_of_its_own_on_a_16_colour_terminal():
+    # Downgraded to 16 colours, the scale's solid blocks merged weights below 0.05 with the
+    # ░ band (both grey) and the ▓ band with █ (both yellow); glyphs on the terminal's own
+    # background, in a colour per band, keep all five apart.
+    weights = np.array([[0.01, 0.1, 0.3, 0.6, 0.9]])
+    src = ["a", "b", "c", "d", "e"]
+    heatmap = render_heatmap(weights, src, ["x"])
+    few = {s.text[0]: s.style for s in _coloured_runs(heatmap, "standard", "░▒▓█")}
+    assert set(few) == set("░▒▓█") and not any(style.bgcolor for style in few.values())
+    numbers = [few[glyph].color.downgrade(ColorSystem.STANDARD).number for glyph in "░▒▓█"]
+    assert len(set(numbers)) == 4
+    solid = _coloured_runs(heatmap, "truecolor", "░▒▓█")
+    assert solid and all(s.style.bgcolor == s.style.color for s in solid)  # solid blocks
+
+    bars = _coloured_runs(render_links(weights, src, ["x"], top_k=5), "standard", "█▏▎▍▌▋▊▉")
+    numbers = [s.style.color.downgrade(ColorSystem.STANDARD).number for s in bars]
+    assert len(bars) == 5 and len(set(numbers)) == 5

@@ -4,18 +4,24 @@ Both take plain data (a (T, S) weight matrix, source and target words) and retur
 renderable. Cells carry a density glyph as well as a colour, so the picture still reads
 without colour (NO_COLOR, pipes, copy and paste). Widths are measured in terminal cells
 (`rich.cells.cell_len`), so CJK and other wide characters line up.
+
+With 256 colours or more a cell is a solid block of the scale's colour. A terminal of 16 (or
+8) colours would turn the scale's five bands into three (weights below 0.05 and from 0.05 take
+the same grey there, 0.5 and 0.75 the same yellow), so there each glyph is drawn in a colour of
+its own band on the terminal's background, and the glyphs tell the bands apart.
 """
 
 from __future__ import annotations
 
 import math
 import textwrap
+from collections.abc import Callable
 
 import numpy as np
 from rich.cells import cell_len, set_cell_size
 from rich.color import Color, blend_rgb
 from rich.color_triplet import ColorTriplet
-from rich.console import Group
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.style import Style
 from rich.text import Text
 
@@ -31,6 +37,20 @@ COLUMN_CAP = 12  # widest source-word column, in cells
 COLUMN_MIN = 2  # narrowest column, so a cell shows shade around a link mark
 # A viridis-like scale (dark violet, teal, yellow): ordered in lightness, colour-blind safe.
 SCALE = (ColorTriplet(68, 1, 84), ColorTriplet(33, 145, 140), ColorTriplet(253, 231, 37))
+# The bands' glyph colours on terminals of 16 or 8 colours, in the same order as the scale.
+BAND_COLOURS = ("bright_black", "blue", "cyan", "green", "bright_yellow")
+FEW_COLOURS = ("standard", "windows")  # rich's names of the 16- and 8-colour systems
+
+
+class _ForColours:
+    """A drawing made when printed, for the colour system of the console that prints it:
+    `draw(solid)` gets solid=False on a terminal of 16 or 8 colours (see the module notes)."""
+
+    def __init__(self, draw: Callable[[bool], Group]):
+        self.draw = draw
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.draw(console.color_system not in FEW_COLOURS)
 
 
 def render_heatmap(
@@ -39,7 +59,7 @@ def render_heatmap(
     tgt_words: list[str],
     links: set[tuple[int, int]] | None = None,
     max_width: int = 80,
-) -> Group:
+) -> Group | _ForColours:
     """Target words as rows, source words as columns, cells shaded by weight, links marked "●".
 
     A grid wider than `max_width` cells is cut into column chunks that repeat the row labels,
@@ -49,6 +69,10 @@ def render_heatmap(
     links = _checked_links(links, len(src_words), len(tgt_words))
     if not src_words or not tgt_words:
         return Group(Text("(empty sentence: nothing to draw)", style="dim"))
+    return _ForColours(lambda solid: _grid(weights, src_words, tgt_words, links, max_width, solid))
+
+
+def _grid(weights, src_words, tgt_words, links, max_width: int, solid: bool) -> Group:
     label_width = min(max((cell_len(w) for w in tgt_words), default=1), LABEL_CAP)
     label_width = max(1, min(label_width, max_width // 3))
     column_cap = max(1, min(COLUMN_CAP, max_width - label_width - 3))
@@ -60,8 +84,8 @@ def render_heatmap(
             parts.append(Text(_chunk_caption(chunk), style="dim"))
         parts.append(_header(src_words, widths, chunk, label_width))
         for j, word in enumerate(tgt_words):
-            parts.append(_row(weights[j], j, word, widths, chunk, label_width, links))
-    parts.append(_legend())
+            parts.append(_row(weights[j], j, word, widths, chunk, label_width, links, solid))
+    parts.append(_legend(solid))
     return Group(*parts)
 
 
@@ -71,7 +95,7 @@ def render_links(
     tgt_words: list[str],
     top_k: int = 3,
     links: set[tuple[int, int]] | None = None,
-) -> Group:
+) -> _ForColours:
     """Each target word with the `top_k` source words it attends to most, as bars and weights;
     with `links` (source, target), its linked source words are marked "●" (and listed after
     the strongest when they are not among them)."""
@@ -79,6 +103,12 @@ def render_links(
         raise ConfigError(f"top_k must be ≥ 1, got {top_k}")
     weights = _checked_weights(weights, src_words, tgt_words)
     marked = _checked_links(links, len(src_words), len(tgt_words))
+    return _ForColours(
+        lambda solid: _link_lines(weights, src_words, tgt_words, top_k, marked, solid)
+    )
+
+
+def _link_lines(weights, src_words, tgt_words, top_k: int, marked, solid: bool) -> Group:
     label_width = min(max((cell_len(w) for w in tgt_words), default=1), LABEL_CAP)
     lines = []
     for j, word in enumerate(tgt_words):
@@ -91,7 +121,7 @@ def render_links(
                 line.append(f" {LINK_MARK}", style="bold")
             line.append(f" {_fit(src_words[i], COLUMN_CAP, pad=False)} ")
             shown = bar(weights[j, i], 1.0, BAR_CELLS, never_empty=True)
-            line.append(shown, style=Style(color=_colour(weights[j, i])))
+            line.append(shown, style=_ink(weights[j, i], solid))
             line.append(f" {weights[j, i]:.2f}")
         if not order:
             line.append(" (no attention)", style="dim")
@@ -159,40 +189,60 @@ def _header(src_words, widths, chunk, label_width: int) -> Text:
     return Text(" " * label_width + "  " + cells + " ", style="bold")
 
 
-def _row(row, j: int, word: str, widths, chunk, label_width: int, links) -> Text:
+def _row(row, j: int, word: str, widths, chunk, label_width: int, links, solid: bool) -> Text:
     """One target word: its label, then a shaded cell per source word, links marked."""
     line = Text(_fit(word, label_width), style="bold")
     line.append(" │")
     for position, i in enumerate(chunk):
         if position:
             line.append(" ")
-        line.append_text(_cell(float(row[i]), widths[i], (i, j) in links))
+        line.append_text(_cell(float(row[i]), widths[i], (i, j) in links, solid))
     line.append("│")
     return line
 
 
-def _cell(weight: float, width: int, linked: bool) -> Text:
+def _cell(weight: float, width: int, linked: bool, solid: bool) -> Text:
     """A cell of `width` shade glyphs in the weight's colour; a link puts "●" in its middle."""
-    colour = _colour(weight)
-    shade = Style(color=colour, bgcolor=colour)
-    glyph = SHADES[sum(weight >= floor for floor in SHADE_FLOORS)]
+    shade = _shade(weight, solid)
+    glyph = SHADES[_band(weight)]
     if not linked:
         return Text(glyph * width, style=shade)
-    ink = Color.from_rgb(0, 0, 0) if weight >= 0.5 else Color.from_rgb(255, 255, 255)
+    if solid:
+        ink = Color.from_rgb(0, 0, 0) if weight >= 0.5 else Color.from_rgb(255, 255, 255)
+        mark = Style(color=ink, bgcolor=_colour(weight), bold=True)
+    else:
+        mark = Style(bold=True)
     before = width // 2
     cell = Text(glyph * before, style=shade)
-    cell.append(LINK_MARK, style=Style(color=ink, bgcolor=colour, bold=True))
+    cell.append(LINK_MARK, style=mark)
     cell.append(glyph * (width - before - 1), style=shade)
     return cell
 
 
-def _legend() -> Text:
+def _band(weight: float) -> int:
+    """The weight's band: the index of its glyph in SHADES."""
+    return sum(weight >= floor for floor in SHADE_FLOORS)
+
+
+def _shade(weight: float, solid: bool) -> Style:
+    """A heatmap cell's style: a solid block of the weight's colour, or its band's glyph colour."""
+    if solid:
+        colour = _colour(weight)
+        return Style(color=colour, bgcolor=colour)
+    return Style(color=BAND_COLOURS[_band(weight)])
+
+
+def _ink(weight: float, solid: bool) -> Style:
+    """A bar's colour in the links view: the weight's, or its band's on few colours."""
+    return Style(color=_colour(weight) if solid else BAND_COLOURS[_band(weight)])
+
+
+def _legend(solid: bool) -> Text:
     """The scale: glyph and colour per weight band, and the link mark."""
     legend = Text("weight", style="dim")
     for level, floor in enumerate(SHADE_FLOORS, start=1):
-        colour = _colour(floor)
         legend.append(" ")
-        legend.append(SHADES[level], style=Style(color=colour, bgcolor=colour))
+        legend.append(SHADES[level], style=_shade(floor, solid))
         legend.append(f"≥{floor:g}", style="dim")
     legend.append(f"  {LINK_MARK}", style="bold")
     legend.append(" link", style="dim")
