@@ -376,8 +376,12 @@ def test_concurrent_requests_are_batched_and_equal_nmt_translate(translator, exp
 class FakeStream:
     """A search in which a line takes one step per character and comes back upper-cased."""
 
-    def __init__(self, beam, align, log, step_seconds=0.0, fail_on=None, refuse=None):
+    def __init__(
+        self, beam, align, log, step_seconds=0.0, fail_on=None, refuse=None, add_seconds=0.0
+    ):
         self.refuse = refuse  # a line add() raises for, keeping the stream as it was
+        self.add_seconds = add_seconds  # how long a join takes
+        self.steps = 0  # steps run
         self.key, self.log, self.step_seconds, self.fail_on = (
             (beam, align),
             log,
@@ -394,13 +398,15 @@ class FakeStream:
     def add(self, items):
         if any(line == self.refuse for _, line in items):
             raise ValueError(f"cannot add {self.refuse}")
-        self.log.append((self.key, [line for _, line in items], id(self)))
+        time.sleep(self.add_seconds)
+        self.log.append((self.key, [line for _, line in items], id(self), self.steps))
         for tag, line in items:
             self.lines[tag] = [line, len(line)]
         self.most = max(self.most, len(self.lines))
 
     def step(self):
         time.sleep(self.step_seconds)
+        self.steps += 1
         if self.fail_on is not None and any(
             line == self.fail_on for line, _ in self.lines.values()
         ):
@@ -433,7 +439,7 @@ def test_requests_waiting_together_start_as_one_batch():
     futures = [batcher.submit(request) for request in requests]  # queued before the worker runs
     batcher.start().close()
     assert [f.result() for f in futures] == [["A", "B"], ["C"], ["D"]]
-    assert [(key, lines) for key, lines, _ in log] == [
+    assert [(key, lines) for key, lines, *_ in log] == [
         ((5, False), ["a", "b", "c"]),
         ((1, False), ["d"]),
     ]
@@ -450,7 +456,7 @@ def test_the_worker_loop_runs_in_the_calling_thread_until_stopped():
     first.add_done_callback(lambda _: batcher.stop())
     batcher.run()
     assert first.result() == ["AB"] and threads == [threading.main_thread()]
-    assert [lines for _, lines, _ in log] == [["ab"], ["c"]]
+    assert [lines for _, lines, *_ in log] == [["ab"], ["c"]]
 
 
 def test_an_idle_worker_waits_while_requests_keep_coming_within_the_window():
@@ -462,7 +468,7 @@ def test_an_idle_worker_waits_while_requests_keep_coming_within_the_window():
         time.sleep(0.6)
     assert [f.result() for f in futures] == [["A"], ["B"], ["C"]]
     batcher.close()
-    assert [lines for _, lines, _ in log] == [["a", "b", "c"]]
+    assert [lines for _, lines, *_ in log] == [["a", "b", "c"]]
 
 
 def test_a_request_joins_the_running_search_and_is_answered_when_its_line_is_done():
@@ -477,7 +483,28 @@ def test_a_request_joins_the_running_search_and_is_answered_when_its_line_is_don
     assert not long.done()  # the short request did not wait for the long line
     assert long.result() == ["X" * 300]
     batcher.close()
-    assert len(streams) == 1 and [lines for _, lines, _ in log] == [["x" * 300], ["ab", "c"]]
+    assert len(streams) == 1 and [lines for _, lines, *_ in log] == [["x" * 300], ["ab", "c"]]
+
+
+@pytest.mark.parametrize(
+    ("add_seconds", "step_seconds", "steps_waited"),
+    [(0.1, 0.001, 8), (0.0, 0.05, 0)],  # a join of 100 ms waits 8 steps of 1 ms; a step of
+)  # 50 ms is worth the join at once
+def test_lines_wait_to_join_a_running_search_as_long_as_a_join_costs_against_a_step(
+    add_seconds, step_seconds, steps_waited
+):
+    log = []
+    open_stream, streams = fake_streams(log, step_seconds=step_seconds, add_seconds=add_seconds)
+    batcher = Batcher(open_stream, window=0.0).start()
+    long = batcher.submit(TranslateRequest(["x" * 40], 5, False))
+    while not streams or streams[0].steps < 2:
+        time.sleep(0.001)
+    came = streams[0].steps  # the step running (or just run) when the second request comes
+    assert batcher.submit(TranslateRequest(["ab"], 5, False)).result(timeout=10) == ["AB"]
+    assert long.result(timeout=10) == ["X" * 40]
+    batcher.close()
+    joined = log[1][3]  # steps run when the second line joined
+    assert joined - came - 1 in (steps_waited, steps_waited + 1)
 
 
 def test_no_more_than_max_lines_are_searched_at_once_and_results_keep_their_order():
@@ -489,7 +516,7 @@ def test_no_more_than_max_lines_are_searched_at_once_and_results_keep_their_orde
     batcher.start().close()
     assert first.result() == [x.upper() for x in lines] and second.result() == ["F"]
     assert streams[0].most == 2
-    assert [x for _, added, _ in log for x in added] == [*lines, "f"]  # first come, first served
+    assert [x for _, added, *_ in log for x in added] == [*lines, "f"]  # first come, first served
 
 
 def test_a_failing_search_fails_its_requests_only():
@@ -501,7 +528,7 @@ def test_a_failing_search_fails_its_requests_only():
     assert batcher.submit(TranslateRequest(["fine"], 5, False)).result() == ["FINE"]
     assert batcher.submit(TranslateRequest(["ok"], 1, False)).result() == ["OK"]
     batcher.close()
-    assert len({stream for _, _, stream in log}) == 3  # the failed search was replaced
+    assert len({stream for _, _, stream, _ in log}) == 3  # the failed search was replaced
 
 
 def test_a_request_that_cannot_join_fails_alone_and_the_running_ones_go_on():

@@ -3,10 +3,12 @@ its own after `start`, or in the calling thread with `run`).
 
 Every request becomes a job on a queue. The worker keeps one running search per (beam, align)
 setting (a `Stream`, e.g. `TranslationStream`). Between two steps of the searches it takes the
-jobs that have come, and puts their lines in once `_JOIN_LINES` lines wait or the first of them
-has waited `_JOIN_STEPS` steps (each join runs the encoder once, which costs about as much for
-one line as for eight), as long as no more than `max_lines` lines are in the searches at once:
-the rest wait their turn, first come first served. After each step it hands every job whose
+jobs that have come, and puts their lines in once `_JOIN_LINES` lines wait, or once the first of
+them has waited `_JOIN_WAIT` times as long as a join takes (each join runs the encoder once,
+which costs about as much for one line as for eight, and copies the searches' memory), but
+never more than `_JOIN_STEPS` steps: lines join a large model's search at its next step, where
+a step outweighs a join, and a small model's every few steps. No more than `max_lines` lines
+are in the searches at once: the rest wait their turn, first come first served. After each step it hands every job whose
 lines are all finished its results. So a line joins the batch within a few steps instead of
 waiting for the whole batch before it, and leaves it as soon as it is done: its client's answer
 does not wait for the longest sentence of the batch, and under many clients the batch stays
@@ -33,9 +35,12 @@ from nmt_cli.serve.requests import TranslateRequest
 
 _MAX_WAIT_WINDOWS = 8  # an idle worker starts this many windows after the first job at the latest
 # Lines join running searches once this many wait, or once the first has waited this many
-# steps: each join runs the encoder once, for one line about as long as for eight.
-_JOIN_LINES = 8
-_JOIN_STEPS = 4
+# times as long as a join takes (the running mean of the last joins), and this many steps at
+# most: each join runs the encoder for its lines and copies the searches' memory, which for a
+# small model costs a few steps' time, and for a large one less than a step.
+_JOIN_LINES = 16
+_JOIN_WAIT = 4.0
+_JOIN_STEPS = 8
 
 
 class Stream(Protocol):
@@ -58,6 +63,7 @@ class _Job:
     future: Future = field(default_factory=Future)
     results: list = field(default_factory=list)
     left: int = 0  # lines not yet translated
+    came: float = field(default_factory=time.monotonic)  # when it was submitted
 
     def __post_init__(self) -> None:
         self.results = [None] * len(self.request.lines)
@@ -85,6 +91,8 @@ class Batcher:
         self._waiting: deque[tuple[_Job, int]] = deque()  # lines not yet in a search
         self._closing = False
         self._steps_waited = 0  # steps run since the first waiting line came
+        self._waiting_since = 0.0  # when the first waiting line's request came (time.monotonic)
+        self._join_seconds = 0.0  # how long a join takes: a running mean
 
     def start(self) -> Batcher:
         self._worker.start()
@@ -121,17 +129,19 @@ class Batcher:
                 self._take_queued()
             if self.pace:
                 self.pace(True)
-            searching = any(s.active for s in self._streams.values())
-            if (
-                len(self._waiting) >= _JOIN_LINES
-                or self._steps_waited >= _JOIN_STEPS
-                or not searching
-            ):
+            if not any(s.active for s in self._streams.values()) or self._waited_enough():
                 self._admit()
             self._steps_waited = self._steps_waited + 1 if self._waiting else 0
             for key, stream in list(self._streams.items()):
                 if stream.active:
                     self._advance(key, stream)
+
+    def _waited_enough(self) -> bool:
+        """Whether the waiting lines should join the running searches now."""
+        if len(self._waiting) >= _JOIN_LINES or self._steps_waited >= _JOIN_STEPS:
+            return True
+        waited = time.monotonic() - self._waiting_since
+        return bool(self._waiting) and waited >= _JOIN_WAIT * self._join_seconds
 
     def _busy(self) -> bool:
         return bool(self._waiting) or any(s.active for s in self._streams.values())
@@ -142,6 +152,8 @@ class Batcher:
         elif not job.left:
             settle(job.future, [])
         else:
+            if not self._waiting:
+                self._waiting_since = job.came
             self._waiting.extend((job, i) for i in range(job.left))
 
     def _collect(self) -> None:
@@ -173,6 +185,7 @@ class Batcher:
                 continue
             taken.setdefault((job.request.beam, job.request.align), []).append((job, index))
             room -= 1
+        start = time.monotonic()
         for key, lines in taken.items():
             jobs = {job for job, _ in lines}
             try:
@@ -184,6 +197,11 @@ class Batcher:
                     settle(job.future, error=exc)
                 continue
             self._running.setdefault(key, set()).update(jobs)
+        if taken:
+            took = time.monotonic() - start
+            self._join_seconds = (
+                0.8 * self._join_seconds + 0.2 * took if self._join_seconds else took
+            )
 
     def _advance(self, key: tuple[int, bool], stream: Stream) -> None:
         """One step of a search; the jobs it finishes get their results."""
