@@ -107,7 +107,11 @@ def test_without_eflomal_the_teacher_says_how_to_get_it(monkeypatch):
     with pytest.raises(ConfigError) as caught:
         teacher_links([["a"]], [["x"]])
     message = str(caught.value)
-    assert "nmt-cli[align]" in message and "--alignments" in message and "\n" not in message
+    assert (
+        "pip install eflomal==2.0.0" in message
+        and "--alignments" in message
+        and "\n" not in message
+    )
 
 
 @pytest.mark.parametrize(("code", "raised"), [(-2, KeyboardInterrupt), (1, NmtError)])

@@ -65,7 +65,8 @@ def serve(
     except ImportError as exc:
         raise ConfigError(
             f"nmt serve needs FastAPI and uvicorn ({exc.name} is missing): "
-            "pip install 'nmt-cli[serve]'"
+            "pip install fastapi uvicorn httptools (in a clone of nmt, .venv/bin/pip install -e "
+            "'.[serve]', as README says)"
         ) from None
     from nmt_cli.serve.requests import Limits
     from nmt_cli.serve.worker import ModelSpec, WorkerPool
