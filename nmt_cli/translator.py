@@ -357,6 +357,15 @@ class Translator:
         (gradient,) = torch.autograd.grad(chosen.sum(), embedded)
         return (gradient * embedded).sum(dim=-1).abs().detach()
 
+    def check_attention(self, fix: str) -> None:
+        """ConfigError, ending in `fix`, when the model (an ensemble's first, whose attention
+        gives the word links) has no attention to align with."""
+        if self.model.decoder.attention is None:
+            raise ConfigError(
+                f"{self.model_dir} was trained with --attention none: it has no attention to "
+                f"align with; {fix}"
+            )
+
     @torch.inference_mode()
     def forced_attention(
         self, source: str, target: str, extra: int = 0
@@ -364,11 +373,7 @@ class Translator:
         """Teacher-forced attention (T+1+extra, S) of the model over the given target: a row
         per target piece, one for EOS, and `extra` steps more that read EOS again (a Bahdanau
         decoder's query has read the last piece only two steps after predicting it)."""
-        if self.model.decoder.attention is None:
-            raise ConfigError(
-                f"{self.model_dir} was trained with --attention none: it has no attention to "
-                "align with; use --weights saliency"
-            )
+        self.check_attention("use --weights saliency")
         src_ids, tgt_ids = self._forced_ids(source, target)
         attention = self._forced_rows(src_ids, tgt_ids, extra)
         return (*self._piece_names(src_ids, tgt_ids), attention)

@@ -87,3 +87,15 @@ def toy_reverse_dir(toy_model_dir, tmp_path_factory) -> Path:
     meta["data_fingerprint"] = f"reverse-of-{meta.get('data_fingerprint')}"
     (out / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
     return out
+
+
+@pytest.fixture(scope="session")
+def toy_plain_model_dir(toy_data_dir, tmp_path_factory) -> Path:
+    """A model of the toy data without attention (`--attention none`), trained a few steps."""
+    out = tmp_path_factory.mktemp("toy-plain") / "model"
+    result = invoke(
+        "train", toy_data_dir, "-o", out, "--attention", "none", "--emb-size", "16",
+        "--hidden-size", "16", "--max-steps", "4", "--valid-every", "4", "--threads", "1",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return out

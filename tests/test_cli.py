@@ -1397,3 +1397,20 @@ def test_align_refuses_a_separator_alone_wherever_it_stands(toy_model_dir):
     ending = invoke("align", "-m", toy_model_dir, "--view", "none",
                     input="apple river ||| RIVER APPLE\n\n\n")  # fmt: skip
     assert ending.exit_code == 0 and len(ending.stdout.splitlines()) == 1  # empty lines end it
+
+
+def test_align_with_a_model_without_attention_is_refused(toy_plain_model_dir, toy_model_dir):
+    # it printed "translation ||| " with no link, as if the model linked no word
+    alone = invoke("translate", "-m", toy_plain_model_dir, "--align", input="apple river\n")
+    assert alone.exit_code == 2 and alone.stdout == ""
+    assert "--attention none" in alone.stderr and "drop --align" in alone.stderr
+    first = invoke(
+        "translate", "-m", toy_plain_model_dir, "-m", toy_model_dir, "--align", input="apple\n"
+    )
+    assert first.exit_code == 2 and "give a model with attention first" in first.stderr
+    swapped = invoke(
+        "translate", "-m", toy_model_dir, "-m", toy_plain_model_dir, "--align", input="apple\n"
+    )
+    assert swapped.exit_code == 0, swapped.output
+    plain = invoke("translate", "-m", toy_plain_model_dir, input="apple river\n")
+    assert plain.exit_code == 0 and len(plain.stdout.splitlines()) == 1

@@ -940,3 +940,16 @@ def test_a_second_ctrl_c_answers_a_request_still_sending_its_body_in_json(toy_mo
     head, _, body = answer.decode().partition("\r\n\r\n")
     assert head.startswith("HTTP/1.1 503") and "application/json" in head
     assert "second Ctrl-C" in json.loads(body)["error"]
+
+
+def test_align_asked_of_a_model_without_attention_is_a_422(toy_plain_model_dir):
+    # it answered 200 with an empty "alignment", as if no word were linked
+    with TestClient(create_app(Local(Translator.load(toy_plain_model_dir)).start())) as http:
+        refused = http.post("/translate", json={"q": "apple river", "align": True})
+        assert refused.status_code == 422
+        assert (
+            "--attention none" in refused.json()["error"]
+            and '"align": false' in refused.json()["error"]
+        )
+        answered = http.post("/translate", json={"q": "apple river"})
+        assert answered.status_code == 200 and "words" not in answered.json()["translations"][0]

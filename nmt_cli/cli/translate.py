@@ -111,6 +111,13 @@ def translate(
         first, device, quantize, threads, shortlist=shortlist, partners=partners, bf16=bf16
     )
     translator.check(options)
+    if align:
+        translator.check_attention(
+            "drop --align, or give a model with attention first (the first -m's attention gives "
+            "the links)"
+            if partners
+            else "drop --align"
+        )
     typed = input is None and sys.stdin.isatty()
     # The prompt (a translation and where the model looked, on the terminal) only where it is
     # all the user sees: stdout redirected or a data format asked for gets the data on stdout.

@@ -110,6 +110,13 @@ def create_app(
     @app.post("/translate")
     async def translate(request: Request):
         job = translate_request(parse_body(await _body(request, limits), limits), limits)
+        first = translator.models[0]
+        if job.align and first["attention"] == "none":
+            raise RequestError(
+                f'"align": true needs attention, and {first["path"]} was trained with '
+                '--attention none: send "align": false',
+                422,
+            )
         records = await run(request, job, NMT_API)
         return _gone() if records is None else JSONResponse({"translations": records})
 
