@@ -157,6 +157,24 @@ def read_json(path: Path) -> dict[str, Any]:
     return data
 
 
+def check_not_a_model_dir(data_dir: Path) -> None:
+    """Refuse a model directory given where a data directory belongs, naming the data
+    directory its training read (meta.json's data_dir) when it can."""
+    try:
+        model = any((data_dir / name).is_file() for name in (MODEL_FILE, LAST_FILE, META_FILE))
+        if not model or (data_dir / "prepare.json").is_file():  # data.datadir.MANIFEST
+            return
+        meta = read_json(data_dir / META_FILE) if (data_dir / META_FILE).is_file() else {}
+    except (OSError, ArtifactError):
+        return  # not readable as a model directory: the data directory's checks speak
+    trained_on = meta.get("data_dir") if isinstance(meta, dict) else None
+    hint = f" ({data_dir}'s training read {trained_on})" if isinstance(trained_on, str) else ""
+    raise ArtifactError(
+        f"{data_dir} is a model directory, not a data directory: give the directory "
+        f"`nmt prepare -o` wrote{hint}"
+    )
+
+
 def check_model_dir(model_dir: Path) -> None:
     """Refuse a path that is not a model directory, with a hint on how to make one."""
     if not model_dir.exists():

@@ -72,6 +72,12 @@ def check_model_dir(output: Path, resume: bool, force: bool) -> None:
                 "directory for -o"
             )
     if resume and not (output / checkpoint.LAST_FILE).exists():
+        meta_file = output / checkpoint.META_FILE
+        if meta_file.is_file() and checkpoint.read_json(meta_file).get("averaged"):
+            raise ConfigError(
+                f"{output} was written by `nmt average`: it keeps no training state to resume; "
+                "train into a new -o (or this one with --force, which replaces the average)"
+            )
         raise ConfigError(
             f"nothing to resume in {output}: {checkpoint.LAST_FILE} is missing; drop --resume"
         )
@@ -164,6 +170,7 @@ def checked_settings(
     from nmt_cli.data.tokenizer import Tokenizer
     from nmt_cli.device import check_bf16, pick_device
 
+    checkpoint.check_not_a_model_dir(Path(data_dir))
     data = load_data_dir(data_dir)
     if Path(output).resolve() == Path(data_dir).resolve():
         raise ConfigError(

@@ -6,6 +6,7 @@ import importlib.util
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -1414,3 +1415,28 @@ def test_align_with_a_model_without_attention_is_refused(toy_plain_model_dir, to
     assert swapped.exit_code == 0, swapped.output
     plain = invoke("translate", "-m", toy_plain_model_dir, input="apple river\n")
     assert plain.exit_code == 0 and len(plain.stdout.splitlines()) == 1
+
+
+def test_train_says_what_was_given_in_place_of_a_data_directory(
+    toy_data_dir, toy_model_dir, tmp_path
+):
+    a_file = tmp_path / "in.txt"
+    a_file.write_text("a line\n", encoding="utf-8")
+    given_a_file = invoke("train", a_file, "-o", tmp_path / "m1")
+    assert given_a_file.exit_code == 3 and "Traceback" not in given_a_file.output
+    assert "is a file, not a data directory" in given_a_file.stderr
+    assert "nmt prepare -o" in given_a_file.stderr and f"-o {a_file}" not in given_a_file.stderr
+    given_a_model = invoke("train", toy_model_dir, "-o", tmp_path / "m2")
+    assert given_a_model.exit_code == 3 and "is a model directory" in given_a_model.stderr
+    assert str(toy_data_dir) in given_a_model.stderr  # the data its training read
+    assert not (tmp_path / "m1").exists() and not (tmp_path / "m2").exists()
+
+
+def test_resuming_an_average_says_it_keeps_no_training_state(toy_data_dir, toy_model_dir, tmp_path):
+    average = tmp_path / "avg"
+    shutil.copytree(toy_model_dir, average, ignore=shutil.ignore_patterns("checkpoints"))
+    meta = json.loads((average / "meta.json").read_text(encoding="utf-8"))
+    meta["averaged"] = ["step-30.pt", "step-60.pt"]  # as `nmt average` marks its output
+    (average / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
+    result = invoke("train", toy_data_dir, "-o", average, "--resume")
+    assert result.exit_code == 2 and "written by `nmt average`" in result.stderr

@@ -182,9 +182,14 @@ def _checked_data_dir(path: Path, manifest: dict[str, Any]) -> DataDir:
 
 def _read_manifest(path: Path) -> dict[str, Any]:
     """Parse prepare.json and check that it is ours and of the version we read."""
+    if not path.exists():
+        raise ArtifactError(
+            f"data directory {path} does not exist: run `nmt prepare -o {path}` first"
+        )
     if not path.is_dir():
-        what = "does not exist" if not path.exists() else "is not a directory"
-        raise ArtifactError(f"data directory {path} {what}: run `nmt prepare -o {path}` first")
+        raise ArtifactError(
+            f"{path} is a file, not a data directory: give the directory `nmt prepare -o` wrote"
+        )
     manifest_path = path / MANIFEST
     if not manifest_path.is_file():
         raise ArtifactError(
