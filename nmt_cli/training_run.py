@@ -187,7 +187,15 @@ def checked_settings(
     if not resume:  # (a model saved before this check resumes as it was)
         _check_input_feed(config.model)
     _ = data.dev_references  # a damaged dev reference fails now (read once, kept for BLEU)
-    device = pick_device(config.train.device)  # an absent GPU is refused here
+    try:
+        device = pick_device(config.train.device)  # an absent GPU is refused here
+    except ConfigError:
+        if config_file is None or overrides.get("train", {}).get("device") is not None:
+            raise
+        raise ConfigError(
+            f"{config_file}: [train] device = {config.train.device!r} asks for a GPU, and no "
+            'CUDA device is available: set device = "auto" or "cpu", or give --device cpu'
+        ) from None
     t = config.train
     if t.guided_alignment and t.alignments and not Path(t.alignments).is_file():
         raise ConfigError(

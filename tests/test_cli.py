@@ -1440,3 +1440,17 @@ def test_resuming_an_average_says_it_keeps_no_training_state(toy_data_dir, toy_m
     (average / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
     result = invoke("train", toy_data_dir, "-o", average, "--resume")
     assert result.exit_code == 2 and "written by `nmt average`" in result.stderr
+
+
+def test_a_gpu_asked_for_by_a_config_file_is_named_as_the_file_asks(toy_data_dir, tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present: nothing to refuse")
+    config = tmp_path / "gpu.toml"
+    config.write_text('[train]\ndevice = "cuda"\n', encoding="utf-8")
+    from_file = invoke("train", toy_data_dir, "-o", tmp_path / "m", "--config", config)
+    assert from_file.exit_code == 2 and f"{config}: [train] device = 'cuda'" in from_file.stderr
+    from_flag = invoke("train", toy_data_dir, "-o", tmp_path / "m", "--device", "cuda")
+    assert from_flag.exit_code == 2 and "--device cuda was asked for" in from_flag.stderr
+    assert not (tmp_path / "m").exists()
