@@ -17,7 +17,8 @@ The rule, the same for every file and every command:
 - **Inside a line**, a stray `\\r`, U+2028 or U+2029 becomes a space, so that one line in is
   always one line out. A NUL byte is refused in corpora (`nul="error"`: `nmt prepare`,
   `nmt align --src/--tgt/--tsv`), where it means a binary or UTF-16 file, and read as a
-  space in text that is translated or scored line by line (`nul="space"`).
+  space in text that is translated or scored line by line (`nul="space"`; `nmt translate`
+  warns of each such line).
 - **Pipes.** stdin and a named pipe given as `--input` (`translate`, `align`) are read as they
   come (`Arrivals`): a batch of lines ends when no next line has come yet. A named pipe or
   process substitution given for a file that is read twice (checked through, then used) is
@@ -175,9 +176,14 @@ def read_lines(path: Path, nul: str = "error", on_invalid: str = "error") -> Ite
 
 
 def iter_lines(
-    stream: BinaryIO, name: str, on_invalid: str = "error", nul: str = "space"
+    stream: BinaryIO,
+    name: str,
+    on_invalid: str = "error",
+    nul: str = "space",
+    on_nul: Callable[[int], None] | None = None,
 ) -> Iterator[str]:
-    """Decode a binary stream line by line by the rule above; `name` is used in errors.
+    """Decode a binary stream line by line by the rule above; `name` is used in errors, and
+    `on_nul` is told the number of each line whose NUL bytes were read as spaces.
 
     Each line is yielded as soon as it has arrived, so a stream (stdin) is never held up."""
     check_on_invalid(on_invalid)
@@ -191,7 +197,10 @@ def iter_lines(
             raise _cr_only(name, first)
         raws = itertools.chain([second], raws)
     for number, raw in enumerate(itertools.chain([first], raws), start=1):
-        yield _line_text(raw.removesuffix(b"\n"), name, number, on_invalid, nul)
+        text = _line_text(raw.removesuffix(b"\n"), name, number, on_invalid, nul)
+        if on_nul is not None and b"\0" in raw:
+            on_nul(number)
+        yield text
 
 
 def _holds_cr(line: bytes) -> bool:

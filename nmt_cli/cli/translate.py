@@ -132,7 +132,16 @@ def translate(
         with _offering_replace():
             check_whole_input(input, on_invalid)
     stream, name = open_input(input)
-    lines = UntilError(iter_lines(stream, name, on_invalid))
+    warnings = LineWarnings()
+
+    def on_nul(number: int) -> None:
+        warnings.line(
+            f"{name} line {number} holds NUL bytes: translated with a space for each",
+            f"held NUL bytes (the first {warnings.SHOWN} are named above): translated with a "
+            "space for each",
+        )
+
+    lines = UntilError(iter_lines(stream, name, on_invalid, on_nul=on_nul))
     with_attention = align or json_output
     chunk = 1 if typed else 256  # a typed line is answered before the next is read
     if typed and sys.stderr.isatty():
@@ -142,7 +151,6 @@ def translate(
     # From a pipe, a batch also ends when no next line has come, and its translations go out at
     # once: a program that writes a line and waits for its translation gets it.
     waiting = getattr(stream, "waiting", None)
-    warnings = LineWarnings()
     write = _writer(translator, json_output, align, nbest, warnings, name)
     out, number = sys.stdout, 0
     for batch in batches(lines, chunk, waiting):  # (the options were checked at loading)

@@ -163,6 +163,9 @@ def test_translate_reads_nul_as_a_space_and_keeps_the_line(toy_model_dir):
         )
     )
     assert with_nul.stdout == spaced.stdout and with_nul.stdout.count("\n") == 3
+    # and says so, naming the line (it was silent)
+    assert "line 2 holds NUL bytes: translated with a space for each" in with_nul.stderr
+    assert "NUL" not in spaced.stderr
 
 
 def test_eval_scores_text_with_nul_bytes_line_for_line(tmp_path, pair):
