@@ -16,6 +16,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -41,7 +42,7 @@ from nmt_cli.lines import read_lines
 from nmt_cli.progress import Event, OnEvent, count, ignore
 
 TEACHER = "eflomal"
-INSTALL = "pip install eflomal==2.0.0"
+INSTALL = f"{sys.executable} -m pip install eflomal==2.0.0"
 ALIGNING = f"aligning training pairs with {TEACHER}"
 READING = "reading training pieces"
 _WHITESPACE = re.compile(r"\s")  # what str.split, and so eflomal, splits at
@@ -111,9 +112,8 @@ def teacher_links(
     except ImportError:
         raise ConfigError(
             f"guided alignment needs word links of the training pairs, and their teacher, "
-            f"{TEACHER}, is not installed: `{INSTALL}` installs it (in a clone of nmt, `make "
-            "install` or .venv/bin/pip install -e '.[align]'), or give links from any external "
-            "aligner with --alignments FILE"
+            f"{TEACHER}, is not installed: `{INSTALL}` installs it, or give links from any "
+            "external aligner with --alignments FILE"
         ) from None
     if len(src_units) != len(tgt_units):
         raise ValueError(f"{len(src_units)} source but {len(tgt_units)} target sentences")

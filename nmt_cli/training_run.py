@@ -76,7 +76,8 @@ def check_model_dir(output: Path, resume: bool, force: bool) -> None:
         if meta_file.is_file() and checkpoint.read_json(meta_file).get("averaged"):
             raise ConfigError(
                 f"{output} was written by `nmt average`: it keeps no training state to resume; "
-                "train into a new -o (or this one with --force, which replaces the average)"
+                "train into a new -o (or into this one without --resume and with --force, which "
+                "replaces the average)"
             )
         raise ConfigError(
             f"nothing to resume in {output}: {checkpoint.LAST_FILE} is missing; drop --resume"
@@ -190,11 +191,12 @@ def checked_settings(
     try:
         device = pick_device(config.train.device)  # an absent GPU is refused here
     except ConfigError:
-        if config_file is None or overrides.get("train", {}).get("device") is not None:
+        origin = config_file if base is None else output / checkpoint.CONFIG_FILE  # (resumed)
+        if origin is None or overrides.get("train", {}).get("device") is not None:
             raise
         raise ConfigError(
-            f"{config_file}: [train] device = {config.train.device!r} asks for a GPU, and no "
-            'CUDA device is available: set device = "auto" or "cpu", or give --device cpu'
+            f'{origin} asks for device "{config.train.device}", and no CUDA device is '
+            f"available: give --device cpu{'' if base else ' (or set device there)'}"
         ) from None
     t = config.train
     if t.guided_alignment and t.alignments and not Path(t.alignments).is_file():

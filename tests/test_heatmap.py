@@ -190,8 +190,9 @@ def test_every_band_keeps_a_colour_of_its_own_on_a_16_colour_terminal():
     assert set(few) == set("░▒▓█") and not any(style.bgcolor for style in few.values())
     numbers = [few[glyph].color.downgrade(ColorSystem.STANDARD).number for glyph in "░▒▓█"]
     assert len(set(numbers)) == 4
-    solid = _coloured_runs(heatmap, "truecolor", "░▒▓█")
-    assert solid and all(s.style.bgcolor == s.style.color for s in solid)  # solid blocks
+    for system in ("truecolor", "256"):  # solid blocks
+        solid = _coloured_runs(heatmap, system, "░▒▓█")
+        assert solid and all(s.style.bgcolor == s.style.color for s in solid)
 
     bars = _coloured_runs(render_links(weights, src, ["x"], top_k=5), "standard", "█▏▎▍▌▋▊▉")
     numbers = [s.style.color.downgrade(ColorSystem.STANDARD).number for s in bars]

@@ -489,22 +489,28 @@ def test_a_request_joins_the_running_search_and_is_answered_when_its_line_is_don
 @pytest.mark.parametrize(
     ("add_seconds", "step_seconds", "steps_waited"),
     [(0.1, 0.001, 8), (0.0, 0.05, 0)],  # a join of 100 ms waits 8 steps of 1 ms; a step of
-)  # 50 ms is worth the join at once
+)  # 50 ms is worth a join at once
 def test_lines_wait_to_join_a_running_search_as_long_as_a_join_costs_against_a_step(
     add_seconds, step_seconds, steps_waited
 ):
-    log = []
+    log, submitted, futures = [], {}, []
     open_stream, streams = fake_streams(log, step_seconds=step_seconds, add_seconds=add_seconds)
-    batcher = Batcher(open_stream, window=0.0).start()
-    long = batcher.submit(TranslateRequest(["x" * 40], 5, False))
-    while not streams or streams[0].steps < 2:
-        time.sleep(0.001)
-    came = streams[0].steps  # the step running (or just run) when the second request comes
-    assert batcher.submit(TranslateRequest(["ab"], 5, False)).result(timeout=10) == ["AB"]
-    assert long.result(timeout=10) == ["X" * 40]
+
+    def pace(searching):  # before each round of steps: requests come at given steps
+        steps = streams[0].steps if streams else 0
+        for at, line in ((2, "ab"), (12, "cd")):  # the first join measures what a join costs
+            if searching and steps == at and at not in submitted:
+                submitted[at] = steps
+                futures.append(batcher.submit(TranslateRequest([line], 5, False)))
+
+    batcher = Batcher(open_stream, window=0.0, pace=pace).start()
+    long = batcher.submit(TranslateRequest(["x" * 60], 5, False))  # 60 steps
+    assert long.result(timeout=30) == ["X" * 60]
+    assert [f.result(timeout=30) for f in futures] == [["AB"], ["CD"]]
     batcher.close()
-    joined = log[1][3]  # steps run when the second line joined
-    assert joined - came - 1 in (steps_waited, steps_waited + 1)
+    joined = [steps for _, _, _, steps in log[1:]]  # steps run when each line joined
+    assert joined[0] == submitted[2] + 1  # no join measured yet: at the next round
+    assert joined[1] == submitted[12] + 1 + steps_waited
 
 
 def test_no_more_than_max_lines_are_searched_at_once_and_results_keep_their_order():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import sys
 from pathlib import Path
 
 import typer
@@ -65,8 +66,7 @@ def serve(
     except ImportError as exc:
         raise ConfigError(
             f"nmt serve needs FastAPI and uvicorn ({exc.name} is missing): "
-            "pip install fastapi uvicorn httptools (in a clone of nmt, .venv/bin/pip install -e "
-            "'.[serve]', as README says)"
+            f"{sys.executable} -m pip install fastapi uvicorn httptools"
         ) from None
     from nmt_cli.serve.requests import Limits
     from nmt_cli.serve.worker import ModelSpec, WorkerPool

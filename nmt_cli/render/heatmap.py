@@ -5,10 +5,11 @@ renderable. Cells carry a density glyph as well as a colour, so the picture stil
 without colour (NO_COLOR, pipes, copy and paste). Widths are measured in terminal cells
 (`rich.cells.cell_len`), so CJK and other wide characters line up.
 
-With 256 colours or more a cell is a solid block of the scale's colour. A terminal of 16 (or
-8) colours would turn the scale's five bands into three (weights below 0.05 and from 0.05 take
-the same grey there, 0.5 and 0.75 the same yellow), so there each glyph is drawn in a colour of
-its own band on the terminal's background, and the glyphs tell the bands apart.
+With 256 colours or more a cell is a solid block of the scale's colour. On a terminal of 16
+(or 8) colours the scale falls into four colours whose edges are not the bands' (grey below
+about 0.18, so weights below 0.05 and the ░ band look alike, then cyan, white and yellow from
+about 0.70, which splits ▓), so there each glyph is drawn in its band's colour on the
+terminal's background, dark or light, and the glyphs tell the bands apart.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import numpy as np
 from rich.cells import cell_len, set_cell_size
 from rich.color import Color, blend_rgb
 from rich.color_triplet import ColorTriplet
-from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
 from rich.style import Style
 from rich.text import Text
 
@@ -38,7 +40,7 @@ COLUMN_MIN = 2  # narrowest column, so a cell shows shade around a link mark
 # A viridis-like scale (dark violet, teal, yellow): ordered in lightness, colour-blind safe.
 SCALE = (ColorTriplet(68, 1, 84), ColorTriplet(33, 145, 140), ColorTriplet(253, 231, 37))
 # The bands' glyph colours on terminals of 16 or 8 colours, in the same order as the scale.
-BAND_COLOURS = ("bright_black", "blue", "cyan", "green", "bright_yellow")
+BAND_COLOURS = ("bright_black", "blue", "cyan", "green", "yellow")  # each shows on black and white
 FEW_COLOURS = ("standard", "windows")  # rich's names of the 16- and 8-colour systems
 
 
@@ -52,6 +54,9 @@ class _ForColours:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield self.draw(console.color_system not in FEW_COLOURS)
 
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self.draw(console.color_system not in FEW_COLOURS))
+
 
 def render_heatmap(
     weights: np.ndarray,
@@ -59,7 +64,7 @@ def render_heatmap(
     tgt_words: list[str],
     links: set[tuple[int, int]] | None = None,
     max_width: int = 80,
-) -> Group | _ForColours:
+) -> RenderableType:
     """Target words as rows, source words as columns, cells shaded by weight, links marked "●".
 
     A grid wider than `max_width` cells is cut into column chunks that repeat the row labels,
@@ -95,7 +100,7 @@ def render_links(
     tgt_words: list[str],
     top_k: int = 3,
     links: set[tuple[int, int]] | None = None,
-) -> _ForColours:
+) -> RenderableType:
     """Each target word with the `top_k` source words it attends to most, as bars and weights;
     with `links` (source, target), its linked source words are marked "●" (and listed after
     the strongest when they are not among them)."""

@@ -7,6 +7,7 @@ suffix picks the format.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,8 +38,8 @@ def require_matplotlib(option: str = "--plot") -> None:
         import matplotlib  # noqa: F401
     except ImportError as exc:
         raise ConfigError(
-            f"{option} needs matplotlib, which is not installed: add it with pip install "
-            "matplotlib (in a clone of nmt, .venv/bin/pip install -e '.[plot]', as README says)"
+            f"{option} needs matplotlib, which is not installed: add it with "
+            f"{sys.executable} -m pip install matplotlib"
         ) from exc
 
 

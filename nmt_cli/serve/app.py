@@ -110,8 +110,8 @@ def create_app(
     @app.post("/translate")
     async def translate(request: Request):
         job = translate_request(parse_body(await _body(request, limits), limits), limits)
-        first = translator.models[0]
-        if job.align and first["attention"] == "none":
+        first = translator.models[0] if translator.models else {}
+        if job.align and first.get("attention") == "none":
             raise RequestError(
                 f'"align": true needs attention, and {first["path"]} was trained with '
                 '--attention none: send "align": false',

@@ -63,7 +63,7 @@ class _Job:
     future: Future = field(default_factory=Future)
     results: list = field(default_factory=list)
     left: int = 0  # lines not yet translated
-    came: float = field(default_factory=time.monotonic)  # when it was submitted
+    came: float = field(default_factory=time.perf_counter)  # when it was submitted
 
     def __post_init__(self) -> None:
         self.results = [None] * len(self.request.lines)
@@ -91,7 +91,7 @@ class Batcher:
         self._waiting: deque[tuple[_Job, int]] = deque()  # lines not yet in a search
         self._closing = False
         self._steps_waited = 0  # steps run since the first waiting line came
-        self._waiting_since = 0.0  # when the first waiting line's request came (time.monotonic)
+        self._waiting_since = 0.0  # when the first waiting line's request came (perf_counter)
         self._join_seconds = 0.0  # how long a join takes: a running mean
 
     def start(self) -> Batcher:
@@ -140,7 +140,7 @@ class Batcher:
         """Whether the waiting lines should join the running searches now."""
         if len(self._waiting) >= _JOIN_LINES or self._steps_waited >= _JOIN_STEPS:
             return True
-        waited = time.monotonic() - self._waiting_since
+        waited = time.perf_counter() - self._waiting_since
         return bool(self._waiting) and waited >= _JOIN_WAIT * self._join_seconds
 
     def _busy(self) -> bool:
@@ -185,7 +185,8 @@ class Batcher:
                 continue
             taken.setdefault((job.request.beam, job.request.align), []).append((job, index))
             room -= 1
-        start = time.monotonic()
+        joining = any(s.active for s in self._streams.values())  # (not a start from idle)
+        start = time.perf_counter()
         for key, lines in taken.items():
             jobs = {job for job, _ in lines}
             try:
@@ -197,8 +198,8 @@ class Batcher:
                     settle(job.future, error=exc)
                 continue
             self._running.setdefault(key, set()).update(jobs)
-        if taken:
-            took = time.monotonic() - start
+        if taken and joining:  # what joining a running search costs
+            took = time.perf_counter() - start
             self._join_seconds = (
                 0.8 * self._join_seconds + 0.2 * took if self._join_seconds else took
             )
