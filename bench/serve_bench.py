@@ -38,6 +38,7 @@ REFERENCE_MODELS = [REPO_DIR / "runs" / "m30k-ref",
                     REPO_DIR / "runs" / "average-ensemble" / "avg-reference",
                     BENCH_DIR / "work" / "models" / "speed-nmt"]  # fmt: skip
 GOAL = 0.70  # share of the batched throughput the service should reach at 32 clients
+BARELY_TRAINED = 5.0  # dev BLEU under which a model is flagged in the report
 
 
 def parse_args() -> argparse.Namespace:
@@ -179,7 +180,15 @@ def measure_model(model_dir: Path, args, client_counts: list[int]) -> dict:
         server.terminate()
         server.wait(timeout=60)
     return {"model": str(model_dir.relative_to(REPO_DIR)) if model_dir.is_relative_to(REPO_DIR)
-            else str(model_dir), "sentences": len(sentences), "rounds": rounds}  # fmt: skip
+            else str(model_dir), "sentences": len(sentences), "rounds": rounds,
+            "trained": trained(model_dir)}  # fmt: skip
+
+
+def trained(model_dir: Path) -> dict:
+    """How far the model was trained (its meta.json): a model barely trained writes every
+    hypothesis to its length limit, which a real service never sees."""
+    meta = json.loads((model_dir / "meta.json").read_text(encoding="utf-8"))
+    return {key: meta.get(key) for key in ("step", "best_dev_bleu", "train_seconds")}
 
 
 def summary(values: list[float], digits: int = 1) -> str:
@@ -206,9 +215,18 @@ def render(results: dict) -> str:
     for model in results["models"]:
         rounds = model["rounds"]
         batch = [r["batch_sent_per_s"] for r in rounds]
+        lines += [f"## {model['model']} ({model['sentences']} test sentences)", ""]
+        if "trained" in model:
+            t = model["trained"]
+            lines += [f"The model: {t['step']:,} updates, best dev BLEU {t['best_dev_bleu']}.", ""]
+            if (t["best_dev_bleu"] or 0) < BARELY_TRAINED:
+                lines += [
+                    f"**Barely trained** (dev BLEU below {BARELY_TRAINED}): its hypotheses run "
+                    "to their length limits, which a real service does not see; these figures "
+                    "say little.",
+                    "",
+                ]
         lines += [
-            f"## {model['model']} ({model['sentences']} test sentences)",
-            "",
             f"Batched (batch 64): {summary(batch)} sentences/s.",
             "",
             "| clients | sentences/s | p50 latency (ms) | p95 latency (ms) | share of batched |",
