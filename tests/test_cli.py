@@ -1454,3 +1454,11 @@ def test_a_gpu_asked_for_by_a_config_file_is_named_as_the_file_asks(toy_data_dir
     from_flag = invoke("train", toy_data_dir, "-o", tmp_path / "m", "--device", "cuda")
     assert from_flag.exit_code == 2 and "--device cuda was asked for" in from_flag.stderr
     assert not (tmp_path / "m").exists()
+
+
+def test_serve_without_its_web_stack_names_the_install_command(toy_model_dir, monkeypatch):
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # makes `import uvicorn` fail
+    result = invoke("serve", "-m", toy_model_dir, "--port", "0")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "uvicorn is missing" in result.stderr
+    assert f"{sys.executable} -m pip install fastapi uvicorn httptools" in result.stderr
