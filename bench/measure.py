@@ -48,7 +48,7 @@ class TranslationResult:
 
     system: str
     search: str  # greedy, beam5, beam5-early / beam5-exact (ours with --early-stop /
-    # --exact-stop), beam5-shortlist
+    # --exact-stop), beam5-shortlist, greedy-full / beam5-full (ours with --no-shortlist)
     quantized: bool
     batch_size: int
     sentences: int
@@ -169,13 +169,13 @@ def translate(
     quantize: bool = False,
     tag: str = "speed",
     stop: str = "",
-    shortlist: bool = False,
+    shortlist: bool | None = None,
     batch: int = 64,
     bf16: bool = False,
 ) -> TranslationResult:
     """Translate the test set once, timed, and score it against the raw reference."""
     search = ("greedy" if beam == 1 else f"beam{beam}") + (f"-{stop}" if stop else "")
-    search += "-shortlist" if shortlist else ""
+    search += {True: "-shortlist", False: "-full", None: ""}[shortlist]
     name = f"{tag}-{system.name}-{search}{'-int8' if quantize else ''}{'-bf16' if bf16 else ''}"
     name += f"-batch{batch}" if batch != 64 else ""
     out = layout.outputs / f"{name}.txt"

@@ -42,6 +42,7 @@ class BenchResults:
     matmul_gflops_end: float | None = None  # the same measurement after the last step
     roofline: dict = field(default_factory=dict)  # profile_report.roofline of our nmt model
     bf16_matmul_gflops: float | None = None  # where the CPU has native bfloat16 (--bf16 rows)
+    shortlist_checks: dict = field(default_factory=dict)  # ours: meta.json's "shortlist" record
 
 
 @dataclass(frozen=True)
@@ -199,6 +200,12 @@ BEAM_EXACT = _speed(
 BEAM_EXACT_BATCH1 = _speed(
     "… with --exact-stop, beam 5, batch 1: sentences/s", "beam5-exact", batch=1
 )
+GREEDY_FULL = _speed("… with --no-shortlist (exact), greedy: sentences/s", "greedy-full")
+BEAM_FULL = _speed("… with --no-shortlist (exact), beam 5: sentences/s", "beam5-full")
+BEAM_BATCH1_FULL = _speed(
+    "… with --no-shortlist (exact), beam 5, batch 1: sentences/s", "beam5-full", batch=1
+)
+EXACT = {GREEDY.label: GREEDY_FULL, BEAM.label: BEAM_FULL, BEAM_BATCH1.label: BEAM_BATCH1_FULL}
 BEAM_SHORTLIST = _speed("… with --shortlist, beam 5: sentences/s", "beam5-shortlist")
 BEAM_SHORTLIST_INT8 = _speed(
     "… with --shortlist --quantize, beam 5: sentences/s", "beam5-shortlist", True
@@ -235,6 +242,9 @@ METRICS = [
     GREEDY_INT8,
     BEAM_INT8,
     BEAM_BATCH1,
+    GREEDY_FULL,
+    BEAM_FULL,
+    BEAM_BATCH1_FULL,
     BEAM_EARLY,
     BEAM_EARLY_INT8,
     BEAM_EXACT,

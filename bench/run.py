@@ -182,6 +182,10 @@ class Bench:
                 self.results.training.append(run)
                 self.results.commands.append(run.command)
                 self.models[name] = systems.checkpoint(system, self.layout.models / f"speed-{name}")
+                if system.ours:  # what its training's check of the shortlist found
+                    meta = self.models[name] / "meta.json"
+                    record = json.loads(meta.read_text(encoding="utf-8")).get("shortlist")
+                    self.results.shortlist_checks[name] = record
 
     def translation_jobs(self) -> list[tuple]:
         """(system, model, beam, quantize, stop, shortlist, batch, bf16) of every translation
@@ -190,30 +194,38 @@ class Bench:
         rule the peers use), with --exact-stop (batch 64 and 1: what our default stopping bound
         saves) and with --shortlist, and, where the CPU runs bfloat16 natively, with --bf16
         (greedy and beam 5, batch 64 and 1, and with --shortlist). `stop` is "", "early" or
-        "exact". On a GPU: greedy and beam 5 at batch 64, beam 5 at batch 1, and nmt's beam 5
-        with --early-stop (--quantize and --shortlist are CPU speed-ups)."""
+        "exact"; `shortlist` None (the model's default, as its training's check decided), True
+        (--shortlist) or False (--no-shortlist: on a CPU ours also run the three plain rows so,
+        the exact search their default is judged against). On a GPU: greedy and beam 5 at batch
+        64, beam 5 at batch 1, and nmt's beam 5 with --early-stop (--quantize and --shortlist
+        are CPU speed-ups)."""
         cpu = self.args.device == "cpu"
         jobs = []
         for name, model in self.models.items():
             system = SYSTEMS[name]
             if system.train_only:
                 continue
-            runs = [(beam, False, "", False, 64, False) for beam in (1, 5)]
-            runs.append((5, False, "", False, 1, False))
-            if cpu and system.ours and system.speedups:
-                runs += [(1, True, "", False, 64, False), (5, True, "", False, 64, False)]
-            if name == "nmt":
-                runs.append((5, False, "early", False, 64, False))
-            if name == "nmt" and cpu:
-                runs.append((5, True, "early", False, 64, False))
+            plain = [(beam, False, "", None, 64, False) for beam in (1, 5)]
+            plain.append((5, False, "", None, 1, False))
+            runs = list(plain)
+            if cpu and system.ours:
                 runs += [
-                    (5, False, "exact", False, 64, False),
-                    (5, False, "exact", False, 1, False),
+                    (beam, q, stop, False, batch, bf16) for beam, q, stop, _, batch, bf16 in plain
+                ]
+            if cpu and system.ours and system.speedups:
+                runs += [(1, True, "", None, 64, False), (5, True, "", None, 64, False)]
+            if name == "nmt":
+                runs.append((5, False, "early", None, 64, False))
+            if name == "nmt" and cpu:
+                runs.append((5, True, "early", None, 64, False))
+                runs += [
+                    (5, False, "exact", None, 64, False),
+                    (5, False, "exact", None, 1, False),
                 ]
                 runs += [(5, False, "", True, 64, False), (5, True, "", True, 64, False)]
                 if native_bf16():
-                    runs += [(beam, False, "", False, 64, True) for beam in (1, 5)]
-                    runs += [(5, False, "", False, 1, True), (5, False, "", True, 64, True)]
+                    runs += [(beam, False, "", None, 64, True) for beam in (1, 5)]
+                    runs += [(5, False, "", None, 1, True), (5, False, "", True, 64, True)]
             jobs += [(system, model, *run) for run in runs]
         return jobs
 
@@ -229,7 +241,8 @@ class Bench:
                 if any(run.returncode != 0 for run in done[index]):
                     continue
                 label = f"translate {system.name} beam {beam}{' int8' if quantize else ''}"
-                label += (f" {stop}-stop" if stop else "") + (" shortlist" if shortlist else "")
+                label += f" {stop}-stop" if stop else ""
+                label += {True: " shortlist", False: " no-shortlist", None: ""}[shortlist]
                 label += " bf16" if bf16 else ""
                 label += f" batch {batch}" if batch != 64 else ""
                 with self.rec.step(f"{label}, round {round_ + 1}"):

@@ -197,18 +197,19 @@ def translate_command(
     out: Path,
     quantize: bool = False,
     stop: str = "",
-    shortlist: bool = False,
+    shortlist: bool | None = None,
     batch: int = 64,
     bf16: bool = False,
 ) -> Command:
     """Translate the test set with `batch` sentences a batch and beam `beam` (1 = greedy);
-    ours with `stop` "early" or "exact" adds --early-stop or --exact-stop."""
+    ours with `stop` "early" or "exact" adds --early-stop or --exact-stop, and `shortlist`
+    True or False --shortlist or --no-shortlist (None: the model's default)."""
     if system.ours:
         argv = [OUR_NMT, "translate", "-m", model, "-i", test.raw_src, "--beam", str(beam)]
         argv += ["--max-len", str(MAX_OUTPUT)]
         argv += ["--batch-size", str(batch), *(["--quantize"] if quantize else [])]
         argv += [f"--{stop}-stop"] if stop else []
-        argv += ["--shortlist"] if shortlist else []
+        argv += {True: ["--shortlist"], False: ["--no-shortlist"], None: []}[shortlist]
         argv += ["--bf16"] if bf16 else []
         return Command([*argv, *_our_device(layout)], stdout=out, output=out)
     if system.kind == "onmt":

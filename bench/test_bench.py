@@ -172,6 +172,27 @@ def test_a_speed_up_must_also_keep_our_own_bleu():
     assert int8.passed is True
 
 
+def test_a_default_that_uses_the_shortlist_must_keep_the_bleu_of_our_exact_search():
+    results = _results(["onmt", "nmt"])
+    results.training = [_training("onmt", 800, 1500), _training("nmt", 1700, 1000)]
+    results.translation = [
+        _translation("onmt", "beam5", [25, 20, 22], bleu=7.0),  # 45.5 sents/s
+        _translation("nmt", "beam5", [10, 9, 11], bleu=7.9),  # the default: 2.2x
+        _translation("nmt", "beam5-full", [20, 18, 22], bleu=8.3),  # --no-shortlist: 0.4 above
+        _translation("onmt", "greedy", [10, 10, 10], bleu=7.0),  # 100 sents/s
+        _translation("nmt", "greedy", [4, 5, 5], bleu=8.0),  # 2x
+        _translation("nmt", "greedy-full", [6, 6, 6], bleu=8.1),  # 0.1 above
+        _translation("nmt", "beam5", [9, 9, 9], bleu=7.6, int8=True),  # 2.2x, 0.7 below exact
+    ]
+    found = {g.goal: g for g in goals.goals(results)}
+    beam = found["beam 5 batch 64 sents/s ≥ 2× the faster peer"]
+    assert beam.passed is False and "below ours without the shortlist (8.30)" in beam.note
+    assert found["greedy batch 64 sents/s ≥ 2× the faster peer"].passed is True
+    int8 = found["beam 5 --quantize batch 64 sents/s ≥ 2× the faster peer (its beam 5)"]
+    assert int8.passed is False and "(8.30)" in int8.note  # judged against the exact search
+    assert "… with --no-shortlist (exact), beam 5: sentences/s" in report.markdown(results)
+
+
 def test_batch_1_is_judged_against_the_peers_at_batch_1_only():
     results = _results(["onmt", "joey", "nmt"])
     results.training = [_training("onmt", 800, 1500), _training("nmt", 1700, 1000)]

@@ -152,7 +152,8 @@ def speed_grid(args, inputs: dict) -> dict[str, dict]:
             cmd = [OUR_NMT, "translate", "-m", args.model, "-i", src, "--beam", beam]
             cmd += ["--batch-size", batch, *PRECISION_FLAGS[precision]]
             cmd += [f"--{stop}-stop"] if stop else []
-            cmd += ["--shortlist"] if shortlist else []
+            # each setting says whether it uses the shortlist: the model's default may
+            cmd += ["--shortlist"] if shortlist else ["--no-shortlist"]
             log = args.work / "logs" / f"{name}.log"
             run = procs.check(procs.run(cmd, log, stdout=out), name, log)
             score, signature = bleu(out, ref)

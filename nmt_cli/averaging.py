@@ -65,6 +65,9 @@ def average_checkpoints(model_dir: Path, last: int, out_dir: Path, force: bool =
     meta["averaged"] = [path.name for path in sources]
     # the source's scores are those of its best checkpoint: these weights were never validated
     meta.update(best_dev_bleu=None, best_step=None)
+    # nor were they checked with the shortlist: translate uses it only when told, until
+    # `nmt shortlist DATA_DIR OUT_DIR` checks them
+    meta.pop("shortlist", None)
     last = payloads[-1].get("meta", {})  # progress at the last averaged checkpoint
     for key in ("step", "epoch", "tokens_seen", "train_seconds"):
         meta[key] = last.get(key)  # None where an older checkpoint did not keep it

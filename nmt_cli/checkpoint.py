@@ -379,6 +379,22 @@ def _plain_gru(gru: torch.nn.GRU) -> torch.nn.GRU:
     return plain.to(next(gru.parameters()).device).train(gru.training)
 
 
+def shortlist_by_default(model_dir: Path, meta: dict) -> bool:
+    """Whether `nmt translate` uses the model's shortlist without being told: where meta.json
+    records that the shortlist cost no dev BLEU for these weights (the step of `meta`, the
+    checkpoint's own), and the shortlist is there."""
+    try:
+        record = read_json(model_dir / META_FILE).get("shortlist")
+    except ArtifactError:  # no meta.json, or a damaged one: translate as without a record
+        return False
+    return (
+        isinstance(record, dict)
+        and record.get("default") is True
+        and record.get("step") == meta.get("step")
+        and (model_dir / SHORTLIST_FILE).is_file()
+    )
+
+
 def save_best(model_dir: Path, config: dict, weights: dict, meta: dict[str, Any]) -> None:
     """The best weights so far (`model.pt`, what translation loads) and their `meta.json`."""
     save(model_dir / MODEL_FILE, {"config": config, "weights": weights, "meta": meta})

@@ -11,7 +11,7 @@ from typing import Any
 
 from nmt_cli import checkpoint
 from nmt_cli.config import Config, resolve
-from nmt_cli.errors import ConfigError, Interrupted, NmtError
+from nmt_cli.errors import ArtifactError, ConfigError, Interrupted, NmtError
 from nmt_cli.lock import check_not_in_use
 from nmt_cli.model.decoder import input_step_offset
 from nmt_cli.progress import Event, OnEvent, ignore
@@ -276,11 +276,53 @@ def _train_ranked(data, output: Path, config: Config, ranks, resume: bool, force
             shortlist_of(data).save(shortlist)
         if ranks.main and trainer.guides is not None and trainer.guides.rates is not None:
             checkpoint.save_link_rates(output, trainer.guides.rates)
-        return trainer.train()
+        progress = trainer.train()
+        if ranks.main and not stop.is_set():
+            try:
+                on_event(shortlist_event(record_shortlist_check(data, output, config.train.device)))
+            except ArtifactError as exc:  # a shortlist.npz replaced by hand: the model is saved
+                on_event(Event("warning", {"message": f"the shortlist was not checked: {exc}"}))
+        return progress
 
 
-def write_shortlist(data_dir: Path, model_dir: Path) -> Path:
-    """(Re)write the lexical shortlist of a model from the data directory it was trained on."""
+def record_shortlist_check(data, model_dir: Path, device: str = "auto") -> dict | None:
+    """Translate the dev split (see `validation.check_shortlist`) with the model's best weights, with and
+    without its shortlist, and record in meta.json whether `nmt translate` should use the
+    shortlist by default (see `validation.ShortlistCheck`); None without a dev split."""
+    from nmt_cli.shortlist import Shortlist
+    from nmt_cli.validation import check_shortlist
+
+    if not data.has_split("dev"):
+        return None
+    loaded = checkpoint.load_model(model_dir, device)
+    path = model_dir / checkpoint.SHORTLIST_FILE
+    config = loaded.config
+    meta_file = model_dir / checkpoint.META_FILE  # (a copy of the checkpoint's own meta)
+    meta = checkpoint.read_json(meta_file) if meta_file.is_file() else loaded.meta
+    try:
+        shortlist = Shortlist.load(path).check(
+            config.model.src_vocab_size, config.model.tgt_vocab_size, path
+        )
+    except ArtifactError:  # an earlier check was of another shortlist: it no longer holds
+        if "shortlist" in meta:
+            checkpoint.write_json(meta_file, {k: v for k, v in meta.items() if k != "shortlist"})
+        raise
+    found = check_shortlist(loaded.model, data, config.train, loaded.device, shortlist)
+    if found is None:
+        return None
+    record = {**found.record(), "step": loaded.meta.get("step")}
+    checkpoint.write_json(meta_file, {**meta, "shortlist": record})
+    return record
+
+
+def shortlist_event(record: dict | None) -> Event:
+    """The progress event that says what the shortlist check found."""
+    return Event("shortlist", record or {})
+
+
+def write_shortlist(data_dir: Path, model_dir: Path) -> tuple[Path, dict | None]:
+    """(Re)write the lexical shortlist of a model from the data directory it was trained on,
+    and check it again on the dev split (see `record_shortlist_check`)."""
     from nmt_cli.data.datadir import load_data_dir
     from nmt_cli.shortlist import shortlist_of
 
@@ -289,4 +331,4 @@ def write_shortlist(data_dir: Path, model_dir: Path) -> Path:
     checkpoint.check_trained_on(model_dir, data.fingerprint, data.path)
     path = model_dir / checkpoint.SHORTLIST_FILE
     shortlist_of(data).save(path)
-    return path
+    return path, record_shortlist_check(data, model_dir)

@@ -120,12 +120,13 @@ class Translator:
         device: str = "auto",
         quantize: bool = False,
         threads: int = 0,
-        shortlist: bool = False,
+        shortlist: bool | None = False,
         partners: Sequence[Path] = (),
         bf16: bool = False,
     ) -> Translator:
         """Load a model directory; with `partners`, an ensemble of it and those (same target
-        vocabulary), each reading the source with its own tokenizer."""
+        vocabulary), each reading the source with its own tokenizer. `shortlist` None: as the
+        model's training found (`checkpoint.shortlist_by_default`), on a CPU and for one model."""
         from nmt_cli.data.tokenizer import Tokenizer  # sentencepiece: imported when used
 
         if partners and shortlist:
@@ -151,6 +152,12 @@ class Translator:
                 )
         translator = cls(loaded.model, config, src_tok, tgt_tok, loaded.device, model_dir)
         translator.meta = loaded.meta
+        if shortlist is None:
+            shortlist = (
+                not partners
+                and loaded.device.type == "cpu"
+                and checkpoint.shortlist_by_default(model_dir, loaded.meta)
+            )
         if shortlist:
             path = model_dir / checkpoint.SHORTLIST_FILE
             translator.shortlist = Shortlist.load(path).check(

@@ -182,11 +182,13 @@ def test_an_averaged_model_does_not_claim_its_sources_dev_score(tmp_path, toy_da
     import json
 
     model = _trained(toy_data_dir, tmp_path / "model", steps=6, keep=3)
-    assert json.loads((model / "meta.json").read_text())["best_dev_bleu"] is not None
+    source = json.loads((model / "meta.json").read_text())
+    assert source["best_dev_bleu"] is not None and source["shortlist"]["step"] == source["step"]
     out = tmp_path / "avg"
     assert invoke("average", model, "--last", "2", "-o", out).exit_code == 0
     meta = json.loads((out / "meta.json").read_text())
     assert meta["best_dev_bleu"] is None and meta["best_step"] is None
+    assert "shortlist" not in meta  # nor was the shortlist checked on these weights
     assert meta["step"] == 6 and meta["averaged"] == ["step-00000004.pt", "step-00000006.pt"]
     last = checkpoint.load(model / checkpoint.LAST_FILE)["progress"]  # trained to step 6 too
     assert meta["tokens_seen"] == last["tokens_seen"] and meta["epoch"] >= 1

@@ -230,7 +230,11 @@ def test_shortlist_command_writes_the_shortlist(toy_data_dir, toy_model_dir, tmp
     target.mkdir()
     for name in ("model.pt", "src.model", "tgt.model"):  # a model without its shortlist
         (target / name).write_bytes((toy_model_dir / name).read_bytes())
-    assert invoke("shortlist", toy_data_dir, target).exit_code == 0
+    result = invoke("shortlist", toy_data_dir, target)
+    assert result.exit_code == 0, result.output
+    assert "shortlist: beam-5 dev BLEU" in result.stderr  # checked on the dev split
+    record = json.loads((target / "meta.json").read_text())["shortlist"]
+    assert record == json.loads((toy_model_dir / "meta.json").read_text())["shortlist"]
     written = Shortlist.load(target / SHORTLIST_FILE)
     original = Shortlist.load(toy_model_dir / SHORTLIST_FILE)
     np.testing.assert_array_equal(written.candidates, original.candidates)
@@ -260,7 +264,58 @@ def test_resume_keeps_the_shortlist_a_fresh_run_rewrites_it(toy_model_dir, toy_d
     result = invoke("train", toy_data_dir, "-o", model, "--resume", "--max-steps", step + 1)
     assert result.exit_code == 0, result.output
     assert Shortlist.load(model / SHORTLIST_FILE).candidates.shape == (3, 1)  # untouched
+    assert "the shortlist was not checked" in result.output  # and the model is saved
+    assert "shortlist" not in json.loads((model / "meta.json").read_text())
     result = invoke("train", toy_data_dir, "-o", model, "--force", "--max-steps", 1)
     assert result.exit_code == 0, result.output
+    assert "shortlist: beam-5 dev BLEU" in result.output  # checked at the end
     rewritten = Shortlist.load(model / SHORTLIST_FILE)
     assert rewritten.candidates.shape[0] == Translator.load(model).model.config.src_vocab_size
+
+
+def test_the_check_makes_the_shortlist_the_default_only_where_it_is_small_and_costs_no_bleu():
+    from nmt_cli.validation import ShortlistCheck
+
+    assert ShortlistCheck(26.47, 26.17, 0.04, 1000).default  # BLEU gained
+    assert ShortlistCheck(26.10, 26.17, 0.04, 1000).default  # lost less than 0.1
+    assert not ShortlistCheck(25.90, 26.17, 0.04, 1000).default  # lost 0.27
+    assert not ShortlistCheck(90.61, 90.56, 0.29, 200).default  # keeps too much to pay
+
+
+def _with_record(model, **fields) -> None:
+    meta = json.loads((model / "meta.json").read_text())
+    record = {**meta["shortlist"], **fields}
+    (model / "meta.json").write_text(json.dumps({**meta, "shortlist": record}))
+
+
+def test_translate_uses_the_shortlist_by_default_where_training_found_it_costs_nothing(
+    toy_model_dir, tmp_path
+):
+    import shutil
+
+    meta = json.loads((toy_model_dir / "meta.json").read_text())
+    record = meta["shortlist"]  # the toy model's own check, written by `nmt train`
+    assert record["step"] == meta["step"] and record["sentences"] > 0
+    assert 0 < record["kept"] <= 1 and record["beam"] == 5
+    model = tmp_path / "model"
+    shutil.copytree(toy_model_dir, model)
+    for default, step, used in ((True, meta["step"], True), (False, meta["step"], False)):
+        _with_record(model, default=default, step=step)
+        assert (Translator.load(model, shortlist=None).shortlist is not None) is used
+    _with_record(model, default=True, step=meta["step"] + 1)  # the check of other weights
+    assert Translator.load(model, shortlist=None).shortlist is None
+    _with_record(model, default=True, step=meta["step"])
+    assert Translator.load(model, shortlist=False).shortlist is None  # --no-shortlist
+    assert Translator.load(model, shortlist=None, partners=[model]).shortlist is None  # ensemble
+    text = "\n".join(LINES) + "\n"
+    default = invoke("translate", "-m", model, input=text)
+    told = invoke("translate", "-m", model, "--shortlist", input=text)
+    exact = invoke("translate", "-m", model, "--no-shortlist", input=text)
+    assert default.exit_code == told.exit_code == exact.exit_code == 0, default.output
+    assert default.stdout == told.stdout
+    assert (
+        exact.stdout
+        == invoke("translate", "-m", toy_model_dir, "--no-shortlist", input=text).stdout
+    )
+    (model / "shortlist.npz").unlink()  # removed by hand: translate as without a record
+    assert invoke("translate", "-m", model, input=text).stdout == exact.stdout

@@ -76,7 +76,7 @@ def evaluate(
         WITH_MODEL, help="Output at most N pieces for every sentence (0: 2 × its pieces + 10)."
     ),
     quantize: bool = quantize_option(WITH_MODEL),
-    shortlist: bool = shortlist_option(WITH_MODEL),
+    shortlist: bool | None = shortlist_option(WITH_MODEL),
     bf16: bool = bf16_option(WITH_MODEL),
     device: str = device_option(WITH_MODEL),
     threads: int = threads_option(WITH_MODEL),

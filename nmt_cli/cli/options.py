@@ -78,14 +78,21 @@ def quantize_option(panel: str | None = None) -> Any:
 SHORTLIST_HELP = (
     "Score only the target pieces likely for each sentence's source pieces (the lexical "
     "shortlist `nmt train` writes): faster on CPU; output may differ slightly, and scores are "
-    "normalised over the shortlist."
+    "normalised over the shortlist. Default: on for one model on a CPU where training found "
+    'that it cost no dev BLEU (meta.json\'s "shortlist"), else off.'
 )
 LENGTH_PENALTY_HELP = "GNMT length penalty alpha (0 = none)."
 MAX_LEN_HELP = "Output at most N pieces for every sentence (0: the --max-len-ratio rule)."
 
 
 def shortlist_option(panel: str | None = None) -> Any:
-    return typer.Option(False, "--shortlist", help=SHORTLIST_HELP, rich_help_panel=panel)
+    return typer.Option(
+        None,
+        "--shortlist/--no-shortlist",
+        help=SHORTLIST_HELP,
+        rich_help_panel=panel,
+        show_default=False,
+    )
 
 
 def length_penalty_option(panel: str | None = None) -> Any:

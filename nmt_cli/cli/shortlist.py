@@ -18,7 +18,12 @@ def shortlist(
         ..., metavar="MODEL_DIR", help="Model directory written by `nmt train`."
     ),
 ) -> None:
-    """Write the lexical shortlist of `translate --shortlist` (`nmt train` writes it too)."""
+    """Write the lexical shortlist of `translate --shortlist` (`nmt train` writes it too) and
+    check it on the dev split: translate uses it by default where it costs no BLEU."""
+    from nmt_cli.cli.boundary import stderr_console
+    from nmt_cli.render.progress import shortlist_line
     from nmt_cli.training_run import write_shortlist
 
-    typer.echo(write_shortlist(data_dir, model_dir))
+    path, record = write_shortlist(data_dir, model_dir)
+    typer.echo(path)
+    stderr_console().print(shortlist_line(record or {}), markup=False, highlight=False)

@@ -64,7 +64,7 @@ def translate(
     on_invalid: str = _output("error", "Invalid UTF-8 input: error (with line number) or replace."),
     quantize: bool = quantize_option(),
     bf16: bool = bf16_option(),
-    shortlist: bool = shortlist_option(),
+    shortlist: bool | None = shortlist_option(),
     threads: int = threads_option(),
     device: str = device_option(),
 ) -> None:

@@ -45,6 +45,22 @@ def _train_ppl(event: dict) -> str:
     return f"{event['ppl']:.2f}" if "ppl" in event else _ppl(event["loss"])
 
 
+def shortlist_line(record: dict) -> str:
+    """What the check of the lexical shortlist found (meta.json's "shortlist")."""
+    if not record:
+        return "shortlist: no dev split to check it on, so translate uses it only with --shortlist"
+    found = (
+        f"shortlist: beam-{record['beam']} dev BLEU {record['dev_bleu']:.2f} with it, "
+        f"{record['dev_bleu_without']:.2f} without ({record['sentences']:,} sentences; it "
+        f"keeps {record['kept']:.0%} of the target pieces)"
+    )
+    if record["default"]:
+        return f"{found}: translate uses it unless given --no-shortlist"
+    if record["dev_bleu"] < record["dev_bleu_without"] - record["tolerance"]:
+        return f"{found}: it costs BLEU here, so translate uses it only with --shortlist"
+    return f"{found}: too many to pay, so translate uses it only with --shortlist"
+
+
 class TrainDisplay:
     """Turns trainer events into a live rich table (terminal) or one line per event (logs)."""
 
@@ -129,6 +145,8 @@ class TrainDisplay:
             )
         if kind == "warning":
             return f"warning: {e['message']}"
+        if kind == "shortlist":
+            return shortlist_line(e)
         if kind == "done":  # its epoch is counted as the step lines count it
             return (
                 f"done: {e['step']} steps, epoch {e['epoch']}, {_best(e)}, "
