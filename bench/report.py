@@ -315,7 +315,7 @@ def _shortlist_lines(results: BenchResults) -> list[str]:
     return [
         "- Our default search: `nmt train` ends by translating the dev split at beam 5 with and "
         "without the model's lexical shortlist, and `nmt translate` uses the shortlist unless "
-        "given `--no-shortlist` where it cost at most 0.1 BLEU there and keeps at most a tenth "
+        "given `--no-shortlist` where it cost no BLEU there and keeps at most a tenth "
         "of the target pieces per sentence (approximate: the output layer scores those pieces "
         "only). The rows without a flag are that default; the `--no-shortlist` rows are our "
         "exact search, and a speed goal of ours also needs BLEU at most 0.3 below it. The check "

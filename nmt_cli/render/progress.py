@@ -56,9 +56,9 @@ def shortlist_line(record: dict) -> str:
     )
     if record["default"]:
         return f"{found}: translate uses it unless given --no-shortlist"
-    if record["dev_bleu"] < record["dev_bleu_without"] - record["tolerance"]:
-        return f"{found}: it costs BLEU here, so translate uses it only with --shortlist"
-    return f"{found}: too many to pay, so translate uses it only with --shortlist"
+    if record["kept"] > record["most_kept"]:
+        return f"{found}: too many to pay, so translate uses it only with --shortlist"
+    return f"{found}: it costs BLEU here, so translate uses it only with --shortlist"
 
 
 class TrainDisplay:
