@@ -279,21 +279,27 @@ def _train_ranked(data, output: Path, config: Config, ranks, resume: bool, force
         progress = trainer.train()
         if ranks.main and not stop.is_set():
             try:
-                on_event(shortlist_event(record_shortlist_check(data, output, config.train.device)))
+                record = record_shortlist_check(data, output, config.train.device, on_event)
+                on_event(shortlist_event(record))
             except ArtifactError as exc:  # a shortlist.npz replaced by hand: the model is saved
                 on_event(Event("warning", {"message": f"the shortlist was not checked: {exc}"}))
         return progress
 
 
-def record_shortlist_check(data, model_dir: Path, device: str = "auto") -> dict | None:
-    """Translate the dev split (see `validation.check_shortlist`) with the model's best weights, with and
-    without its shortlist, and record in meta.json whether `nmt translate` should use the
-    shortlist by default (see `validation.ShortlistCheck`); None without a dev split."""
+def record_shortlist_check(
+    data, model_dir: Path, device: str = "auto", on_event: OnEvent = ignore
+) -> dict | None:
+    """Translate the dev split (see `validation.check_shortlist`) with the model's best
+    weights, with and without its shortlist, and record in meta.json whether `nmt translate`
+    should use the shortlist by default (see `validation.ShortlistCheck`); None without a dev
+    split."""
     from nmt_cli.shortlist import Shortlist
-    from nmt_cli.validation import check_shortlist
+    from nmt_cli.validation import SHORTLIST_SENTENCES, check_shortlist
 
     if not data.has_split("dev"):
         return None
+    sentences = min(len(data.ids("dev", "src")), SHORTLIST_SENTENCES)
+    on_event(Event("shortlist", {"checking": sentences}))  # tens of seconds on a CPU
     loaded = checkpoint.load_model(model_dir, device)
     path = model_dir / checkpoint.SHORTLIST_FILE
     config = loaded.config
@@ -320,7 +326,9 @@ def shortlist_event(record: dict | None) -> Event:
     return Event("shortlist", record or {})
 
 
-def write_shortlist(data_dir: Path, model_dir: Path) -> tuple[Path, dict | None]:
+def write_shortlist(
+    data_dir: Path, model_dir: Path, on_event: OnEvent = ignore
+) -> tuple[Path, dict | None]:
     """(Re)write the lexical shortlist of a model from the data directory it was trained on,
     and check it again on the dev split (see `record_shortlist_check`)."""
     from nmt_cli.data.datadir import load_data_dir
@@ -331,4 +339,4 @@ def write_shortlist(data_dir: Path, model_dir: Path) -> tuple[Path, dict | None]
     checkpoint.check_trained_on(model_dir, data.fingerprint, data.path)
     path = model_dir / checkpoint.SHORTLIST_FILE
     shortlist_of(data).save(path)
-    return path, record_shortlist_check(data, model_dir)
+    return path, record_shortlist_check(data, model_dir, on_event=on_event)

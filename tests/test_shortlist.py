@@ -268,6 +268,7 @@ def test_resume_keeps_the_shortlist_a_fresh_run_rewrites_it(toy_model_dir, toy_d
     assert "shortlist" not in json.loads((model / "meta.json").read_text())
     result = invoke("train", toy_data_dir, "-o", model, "--force", "--max-steps", 1)
     assert result.exit_code == 0, result.output
+    assert "shortlist: translating" in result.output  # said before the check's translations
     assert "shortlist: beam-5 dev BLEU" in result.output  # checked at the end
     rewritten = Shortlist.load(model / SHORTLIST_FILE)
     assert rewritten.candidates.shape[0] == Translator.load(model).model.config.src_vocab_size

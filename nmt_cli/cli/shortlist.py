@@ -24,6 +24,11 @@ def shortlist(
     from nmt_cli.render.progress import shortlist_line
     from nmt_cli.training_run import write_shortlist
 
-    path, record = write_shortlist(data_dir, model_dir)
+    console = stderr_console()
+
+    def say(event) -> None:
+        console.print(shortlist_line(event.data), markup=False, highlight=False)
+
+    path, record = write_shortlist(data_dir, model_dir, on_event=say)
     typer.echo(path)
-    stderr_console().print(shortlist_line(record or {}), markup=False, highlight=False)
+    console.print(shortlist_line(record or {}), markup=False, highlight=False)

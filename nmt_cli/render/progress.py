@@ -47,6 +47,11 @@ def _train_ppl(event: dict) -> str:
 
 def shortlist_line(record: dict) -> str:
     """What the check of the lexical shortlist found (meta.json's "shortlist")."""
+    if "checking" in record:
+        return (
+            f"shortlist: translating {record['checking']:,} dev sentences at beam 5 with and "
+            "without it…"
+        )
     if not record:
         return "shortlist: no dev split to check it on, so translate uses it only with --shortlist"
     found = (
