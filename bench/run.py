@@ -195,8 +195,10 @@ class Bench:
         saves) and with --shortlist, and, where the CPU runs bfloat16 natively, with --bf16
         (greedy and beam 5, batch 64 and 1, and with --shortlist). `stop` is "", "early" or
         "exact"; `shortlist` None (the model's default, as its training's check decided), True
-        (--shortlist) or False (--no-shortlist: on a CPU ours also run the three plain rows so,
-        the exact search their default is judged against). On a GPU: greedy and beam 5 at batch
+        (--shortlist) or False (--no-shortlist). On a CPU ours run the three plain rows also with
+        --no-shortlist: the exact search their default is judged against. The speed-up rows
+        (--quantize, --early-stop, --exact-stop, --bf16) take the default, as a user's command
+        with that flag does. On a GPU: greedy and beam 5 at batch
         64, beam 5 at batch 1, and nmt's beam 5 with --early-stop (--quantize and --shortlist
         are CPU speed-ups)."""
         cpu = self.args.device == "cpu"

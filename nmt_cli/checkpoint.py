@@ -390,6 +390,7 @@ def shortlist_by_default(model_dir: Path, meta: dict) -> bool:
     return (
         isinstance(record, dict)
         and record.get("default") is True
+        and record.get("step") is not None
         and record.get("step") == meta.get("step")
         and (model_dir / SHORTLIST_FILE).is_file()
     )

@@ -243,12 +243,24 @@ def _stopped_at_once(output: Path) -> str:
 def _train_ranked(data, output: Path, config: Config, ranks, resume: bool, force: bool, on_event):
     from nmt_cli.distributed import barrier
     from nmt_cli.lock import directory_lock
-    from nmt_cli.shortlist import shortlist_of
-    from nmt_cli.trainer import Trainer
 
     barrier(ranks)
     lock = directory_lock(output) if ranks.main else contextlib.nullcontext()
-    with lock, _StopOnSignal() as stop:
+    with lock:
+        progress, interrupted = _train_with_signals(
+            data, output, config, ranks, resume, force, on_event
+        )
+        if ranks.main and not interrupted:  # the model is saved: the check cannot undo that
+            _check_shortlist_after_training(data, output, config.train.device, on_event)
+        return progress
+
+
+def _train_with_signals(data, output: Path, config: Config, ranks, resume, force, on_event):
+    """Train under the signal handlers; returns the progress and whether a signal stopped it."""
+    from nmt_cli.shortlist import shortlist_of
+    from nmt_cli.trainer import Trainer
+
+    with _StopOnSignal() as stop:
         if force and not resume and ranks.main:
             checkpoint.remove_training_files(output)
         trainer = Trainer(config, data, output, on_event=on_event, stop=stop, ranks=ranks)
@@ -277,13 +289,22 @@ def _train_ranked(data, output: Path, config: Config, ranks, resume: bool, force
         if ranks.main and trainer.guides is not None and trainer.guides.rates is not None:
             checkpoint.save_link_rates(output, trainer.guides.rates)
         progress = trainer.train()
-        if ranks.main and not stop.is_set():
-            try:
-                record = record_shortlist_check(data, output, config.train.device, on_event)
-                on_event(shortlist_event(record))
-            except ArtifactError as exc:  # a shortlist.npz replaced by hand: the model is saved
-                on_event(Event("warning", {"message": f"the shortlist was not checked: {exc}"}))
-        return progress
+        return progress, stop.is_set()
+
+
+def _check_shortlist_after_training(data, output: Path, device: str, on_event: OnEvent) -> None:
+    """`record_shortlist_check` once training has saved its model: what stops or fails the check
+    (Ctrl-C, a shortlist.npz replaced by hand, too little memory) is a warning, not a failure."""
+    try:
+        record = record_shortlist_check(data, output, device, on_event)
+    except (NmtError, RuntimeError, KeyboardInterrupt) as exc:
+        why = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
+        on_event(Event("warning", {"message": (
+            f"the shortlist was not checked ({why}); the model is saved, and translate uses "
+            f"the shortlist only with --shortlist until `nmt shortlist DATA_DIR {output}` checks it"
+        )}))  # fmt: skip
+        return
+    on_event(shortlist_event(record))
 
 
 def record_shortlist_check(
@@ -296,14 +317,16 @@ def record_shortlist_check(
     from nmt_cli.shortlist import Shortlist
     from nmt_cli.validation import SHORTLIST_SENTENCES, check_shortlist
 
-    if not data.has_split("dev"):
+    meta_file = model_dir / checkpoint.META_FILE  # (a copy of the checkpoint's own meta)
+    if not data.has_split("dev"):  # nothing to check on: an earlier check may be of other data
+        if meta_file.is_file() and "shortlist" in (meta := checkpoint.read_json(meta_file)):
+            checkpoint.write_json(meta_file, {k: v for k, v in meta.items() if k != "shortlist"})
         return None
     sentences = min(len(data.ids("dev", "src")), SHORTLIST_SENTENCES)
     on_event(Event("shortlist", {"checking": sentences}))  # tens of seconds on a CPU
     loaded = checkpoint.load_model(model_dir, device)
     path = model_dir / checkpoint.SHORTLIST_FILE
     config = loaded.config
-    meta_file = model_dir / checkpoint.META_FILE  # (a copy of the checkpoint's own meta)
     meta = checkpoint.read_json(meta_file) if meta_file.is_file() else loaded.meta
     try:
         shortlist = Shortlist.load(path).check(
@@ -332,11 +355,13 @@ def write_shortlist(
     """(Re)write the lexical shortlist of a model from the data directory it was trained on,
     and check it again on the dev split (see `record_shortlist_check`)."""
     from nmt_cli.data.datadir import load_data_dir
+    from nmt_cli.lock import directory_lock
     from nmt_cli.shortlist import shortlist_of
 
     checkpoint.check_model_dir(model_dir)  # never a shortlist.npz into another directory
     data = load_data_dir(data_dir)
     checkpoint.check_trained_on(model_dir, data.fingerprint, data.path)
-    path = model_dir / checkpoint.SHORTLIST_FILE
-    shortlist_of(data).save(path)
-    return path, record_shortlist_check(data, model_dir, on_event=on_event)
+    with directory_lock(model_dir):  # not while a training writes its meta.json
+        path = model_dir / checkpoint.SHORTLIST_FILE
+        shortlist_of(data).save(path)
+        return path, record_shortlist_check(data, model_dir, on_event=on_event)

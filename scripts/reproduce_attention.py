@@ -168,7 +168,18 @@ def main() -> None:
         hyps[name] = out / f"test.{name}.hyp"
         with open(hyps[name], "w", encoding="utf-8") as handle:
             run(
-                [*NMT, "translate", "-m", str(models[name]), "--input", test_src, "--beam", "5"],
+                # exact search for both: the default would use the shortlist for some models only
+                [
+                    *NMT,
+                    "translate",
+                    "-m",
+                    str(models[name]),
+                    "--input",
+                    test_src,
+                    "--beam",
+                    "5",
+                    "--no-shortlist",
+                ],  # fmt: skip
                 log,
                 stdout=handle,
             )

@@ -303,8 +303,9 @@ def test_translate_uses_the_shortlist_by_default_where_training_found_it_costs_n
     for default, step, used in ((True, meta["step"], True), (False, meta["step"], False)):
         _with_record(model, default=default, step=step)
         assert (Translator.load(model, shortlist=None).shortlist is not None) is used
-    _with_record(model, default=True, step=meta["step"] + 1)  # the check of other weights
-    assert Translator.load(model, shortlist=None).shortlist is None
+    for step in (meta["step"] + 1, None):  # the check of other weights, or of unknown ones
+        _with_record(model, default=True, step=step)
+        assert Translator.load(model, shortlist=None).shortlist is None
     _with_record(model, default=True, step=meta["step"])
     assert Translator.load(model, shortlist=False).shortlist is None  # --no-shortlist
     assert Translator.load(model, shortlist=None, partners=[model]).shortlist is None  # ensemble
@@ -320,3 +321,19 @@ def test_translate_uses_the_shortlist_by_default_where_training_found_it_costs_n
     )
     (model / "shortlist.npz").unlink()  # removed by hand: translate as without a record
     assert invoke("translate", "-m", model, input=text).stdout == exact.stdout
+
+
+def test_a_check_stopped_by_ctrl_c_leaves_the_trained_model_and_says_so(
+    toy_data_dir, tmp_path, monkeypatch
+):
+    import nmt_cli.training_run as training_run
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(training_run, "record_shortlist_check", interrupted)
+    model = tmp_path / "model"
+    result = invoke("train", toy_data_dir, "-o", model, "--max-steps", 2, "--threads", 1)
+    assert result.exit_code == 0, result.output
+    assert "the shortlist was not checked (interrupted)" in result.output
+    assert (model / "model.pt").is_file() and "Traceback" not in result.output

@@ -201,6 +201,8 @@ def _check_model_options(
     search = ("beam", "batch_size", "length_penalty", "max_len", "quantize", "shortlist", "bf16")
     for name in given_on_the_command_line(context, (*search, "device", "threads")):
         flag = "--" + name.replace("_", "-")
+        if name == "shortlist" and context.params.get("shortlist") is False:
+            flag = "--no-shortlist"
         raise ConfigError(f"{flag} is how -m translates; --hyp is scored as given: drop {flag}")
 
 

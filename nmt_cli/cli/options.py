@@ -79,7 +79,8 @@ SHORTLIST_HELP = (
     "Score only the target pieces likely for each sentence's source pieces (the lexical "
     "shortlist `nmt train` writes): faster on CPU; output may differ slightly, and scores are "
     "normalised over the shortlist. Default: on for one model on a CPU where training found "
-    'that it cost no dev BLEU (meta.json\'s "shortlist"), else off.'
+    'that it cost no dev BLEU (meta.json\'s "shortlist", checked in float32 and followed '
+    "with --quantize and --bf16 alike), else off."
 )
 LENGTH_PENALTY_HELP = "GNMT length penalty alpha (0 = none)."
 MAX_LEN_HELP = "Output at most N pieces for every sentence (0: the --max-len-ratio rule)."
