@@ -396,6 +396,14 @@ def shortlist_by_default(model_dir: Path, meta: dict) -> bool:
     )
 
 
+def forget_shortlist_check(model_dir: Path) -> None:
+    """Drop meta.json's record of a shortlist check that no longer holds."""
+    path = model_dir / META_FILE
+    meta = read_json(path) if path.is_file() else {}
+    if "shortlist" in meta:
+        write_json(path, {key: value for key, value in meta.items() if key != "shortlist"})
+
+
 def save_best(model_dir: Path, config: dict, weights: dict, meta: dict[str, Any]) -> None:
     """The best weights so far (`model.pt`, what translation loads) and their `meta.json`."""
     save(model_dir / MODEL_FILE, {"config": config, "weights": weights, "meta": meta})

@@ -319,8 +319,7 @@ def record_shortlist_check(
 
     meta_file = model_dir / checkpoint.META_FILE  # (a copy of the checkpoint's own meta)
     if not data.has_split("dev"):  # nothing to check on: an earlier check may be of other data
-        if meta_file.is_file() and "shortlist" in (meta := checkpoint.read_json(meta_file)):
-            checkpoint.write_json(meta_file, {k: v for k, v in meta.items() if k != "shortlist"})
+        checkpoint.forget_shortlist_check(model_dir)
         return None
     sentences = min(len(data.ids("dev", "src")), SHORTLIST_SENTENCES)
     on_event(Event("shortlist", {"checking": sentences}))  # tens of seconds on a CPU
@@ -333,12 +332,10 @@ def record_shortlist_check(
             config.model.src_vocab_size, config.model.tgt_vocab_size, path
         )
     except ArtifactError:  # an earlier check was of another shortlist: it no longer holds
-        if "shortlist" in meta:
-            checkpoint.write_json(meta_file, {k: v for k, v in meta.items() if k != "shortlist"})
+        checkpoint.forget_shortlist_check(model_dir)
         raise
     found = check_shortlist(loaded.model, data, config.train, loaded.device, shortlist)
-    if found is None:
-        return None
+    assert found is not None, "the dev split was there"
     record = {**found.record(), "step": loaded.meta.get("step")}
     checkpoint.write_json(meta_file, {**meta, "shortlist": record})
     return record

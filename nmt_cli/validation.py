@@ -89,14 +89,19 @@ class Validator:
 
         if self._tokenizer is None:
             self._tokenizer = Tokenizer(self.data.tgt_spm)
-        src = self.data.ids("dev", "src")
-        picked = spread_sample(len(src), self.config.valid_sentences)
-        refs = [self.data.dev_references[i] for i in picked]
-        sources = [src[i][: self.config.max_len] for i in picked]
+        sources, refs = dev_sample(self.data, self.config.valid_sentences, self.config.max_len)
         model.eval()
         with self.autocast:
             texts = best_texts(model, sources, self.device, self._tokenizer)
-        return score(texts, [refs], ["bleu"], by_references=True)[0].score
+        return score(texts, refs, ["bleu"], by_references=True)[0].score
+
+
+def dev_sample(data: DataDir, wanted: int, max_len: int) -> tuple[list, list[list[str]]]:
+    """The source ids (cut to `max_len`) of `wanted` dev sentences (`spread_sample`) and their
+    references, as one reference stream for `evaluate.score`."""
+    src = data.ids("dev", "src")
+    picked = spread_sample(len(src), wanted)
+    return [src[i][:max_len] for i in picked], [[data.dev_references[i] for i in picked]]
 
 
 def spread_sample(total: int, wanted: int) -> list[int]:
@@ -164,10 +169,7 @@ def check_shortlist(
     from nmt_cli.model.seq2seq import OutputLayer
 
     tokenizer = Tokenizer(data.tgt_spm)
-    src = data.ids("dev", "src")
-    picked = spread_sample(len(src), SHORTLIST_SENTENCES)
-    refs = [[data.dev_references[i] for i in picked]]
-    sources = [src[i][: config.max_len] for i in picked]
+    sources, refs = dev_sample(data, SHORTLIST_SENTENCES, config.max_len)
     options = SearchOptions(beam_size=SHORTLIST_BEAM)
     output = OutputLayer.of(model.generator)
     bleu = []
