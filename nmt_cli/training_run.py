@@ -185,8 +185,9 @@ def checked_settings(
     config = _with_vocab(
         config, Tokenizer(data.src_spm).vocab_size, Tokenizer(data.tgt_spm).vocab_size
     )
-    if not resume:  # (a model saved before this check resumes as it was)
+    if not resume:  # (a model saved before these checks resumes as it was)
         _check_input_feed(config.model)
+        _check_decoder_style(config.model)
     _ = data.dev_references  # a damaged dev reference fails now (read once, kept for BLEU)
     try:
         device = pick_device(config.train.device)  # an absent GPU is refused here
@@ -224,6 +225,18 @@ def _check_input_feed(model) -> None:
         f"--input-feed feeds a Luong decoder's attentional vector into its next step, and {why}: "
         "add --no-input-feed (or input_feed = false in the --config file)"
     )
+
+
+def _check_decoder_style(model) -> None:
+    """A decoder style says where the attention sits in a decoder step: refuse a bahdanau
+    style without attention, rather than train the plain decoder under a config that says
+    otherwise."""
+    if model.decoder_style == "bahdanau" and model.attention == "none":
+        raise ConfigError(
+            "--decoder-style bahdanau places the attention before the RNN step, and --attention "
+            "none has none: drop --decoder-style (or decoder_style in the --config file), or "
+            "choose dot, general or additive attention"
+        )
 
 
 def _stopped_at_once(output: Path) -> str:

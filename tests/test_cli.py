@@ -410,6 +410,7 @@ def test_train_refuses_existing_model_without_resume(toy_data_dir, toy_model_dir
         (["--max-time", "soon"], "--max-time"),
         (["--decoder-style", "bahdanau", "--input-feed"], "a bahdanau decoder reads the context"),
         (["--attention", "none", "--input-feed"], "--attention none has no attentional vector"),
+        (["--attention", "none", "--decoder-style", "bahdanau"], "--attention none has none"),
     ],
 )
 def test_train_bad_option_values(toy_data_dir, tmp_path, args, message):
