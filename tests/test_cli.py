@@ -1463,3 +1463,46 @@ def test_serve_without_its_web_stack_names_the_install_command(toy_model_dir, mo
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "uvicorn is missing" in result.stderr
     assert f"{sys.executable} -m pip install fastapi uvicorn httptools" in result.stderr
+
+
+def test_the_prompt_shows_links_or_says_why_there_are_none(
+    toy_model_dir, toy_plain_model_dir, monkeypatch
+):
+    """The prompt (stdin and stdout a terminal) draws where the model looked under each
+    translation; a model without attention says once that there is nothing to draw."""
+    import io
+
+    from rich.console import Console
+
+    from nmt_cli.cli import boundary
+    from nmt_cli.cli.translate import _prompt_loop
+    from nmt_cli.decoding import SearchOptions
+    from nmt_cli.translator import Translator
+
+    class Typed(Console):
+        """A console whose user types `lines`, then Ctrl-D."""
+
+        def __init__(self, lines):
+            super().__init__(file=io.StringIO(), width=100, color_system=None)
+            self.lines = iter(lines)
+
+        def input(self, *args, **kwargs):
+            line = next(self.lines, None)
+            if line is None:
+                raise EOFError
+            return line
+
+    def shown(model_dir) -> str:
+        console = Typed(["apple river", "", "green house"])
+        monkeypatch.setattr(boundary, "_console", console)
+        _prompt_loop(Translator.load(model_dir), SearchOptions(beam_size=1))
+        return console.file.getvalue()
+
+    with_attention = shown(toy_model_dir)
+    assert "← " in with_attention and "no word links" not in with_attention
+    without = shown(toy_plain_model_dir)
+    assert without.count("--attention none: no word links to show") == 1
+    assert "← " not in without
+    expected = invoke("translate", "-m", toy_plain_model_dir, input="apple river\ngreen house\n")
+    for translation in expected.stdout.splitlines():
+        assert translation in without  # both lines translated, the empty one skipped

@@ -229,6 +229,8 @@ def _prompt_loop(translator, options, replace_unk: bool = False) -> None:
 
     console = stderr_console()
     console.print(f"[dim]nmt: model {translator.model_dir} — type a sentence, Ctrl-D to quit[/]")
+    if translator.config.model.attention == "none":
+        console.print("[dim](trained with --attention none: no word links to show)[/]")
     while True:
         try:
             line = console.input("[bold]> [/]")
