@@ -383,10 +383,17 @@ def shortlist_by_default(model_dir: Path, meta: dict) -> bool:
     """Whether `nmt translate` uses the model's shortlist without being told: where meta.json
     records that the shortlist cost no dev BLEU for these weights (the step of `meta`, the
     checkpoint's own), and the shortlist is there."""
-    try:
-        record = read_json(model_dir / META_FILE).get("shortlist")
-    except ArtifactError:  # no meta.json, or a damaged one: translate as without a record
+    path = model_dir / META_FILE
+    if not path.is_file():  # (written by every training; a model without one has no record)
         return False
+    try:
+        record = read_json(path).get("shortlist")
+    except ArtifactError:  # refused as every damaged file of the model is: nothing guessed
+        raise ArtifactError(
+            f"{path} is damaged (not the JSON object training writes): restore it from a "
+            "copy of the model, delete it, or translate with --no-shortlist (the one choice "
+            "it holds for translation)"
+        ) from None
     return (
         isinstance(record, dict)
         and record.get("default") is True

@@ -106,8 +106,8 @@ def check_regular(path: Path, what: str = "") -> None:
         return
     if path.exists() and not path.is_dir() and not path.is_file():
         raise InputError(
-            f"{what}{path} is not a regular file (a FIFO, socket or device): "
-            "write its contents to a file and give that"
+            f"{what}{path} is not a regular file (a FIFO, socket or device), which this "
+            "command reads more than once: write its contents to a file and give that"
         )
 
 

@@ -60,7 +60,7 @@ class Shortlist:
             raise ArtifactError(
                 f"{path} does not fit the model ({src_vocab} source and {tgt_vocab} target "
                 f"pieces): it was built from other data; rewrite it with `{REWRITE}` using "
-                "the model's data directory"
+                "the model's data directory, or translate without it (--no-shortlist)"
             )
         return self
 
@@ -80,13 +80,13 @@ class Shortlist:
         except FileNotFoundError:
             raise ArtifactError(
                 f"{path} does not exist (the model predates shortlists): write it with "
-                f"`{REWRITE}`, or translate without --shortlist"
+                f"`{REWRITE}`, or translate without it (--no-shortlist)"
             ) from None
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
             # EOFError (an empty file) would otherwise reach click, which prints "Aborted."
             raise ArtifactError(
                 f"{path} is damaged or not a shortlist: write it again with `{REWRITE}`, or "
-                "translate without --shortlist"
+                "translate without it (--no-shortlist)"
             ) from None
 
 

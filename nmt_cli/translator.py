@@ -364,13 +364,13 @@ class Translator:
         (gradient,) = torch.autograd.grad(chosen.sum(), embedded)
         return (gradient * embedded).sum(dim=-1).abs().detach()
 
-    def check_attention(self, fix: str) -> None:
+    def check_attention(self, fix: str, use: str = "to align with") -> None:
         """ConfigError, ending in `fix`, when the model (an ensemble's first, whose attention
-        gives the word links) has no attention to align with."""
+        gives the word links) has no attention for `use`."""
         if self.model.decoder.attention is None:
             raise ConfigError(
-                f"{self.model_dir} was trained with --attention none: it has no attention to "
-                f"align with; {fix}"
+                f"{self.model_dir} was trained with --attention none: it has no attention "
+                f"{use}; {fix}"
             )
 
     @torch.inference_mode()

@@ -586,6 +586,17 @@ def test_align_stops_at_the_first_pair_the_gold_file_has_no_line_for(toy_model_d
     assert result.stdout == ""
 
 
+def test_align_warns_that_piece_links_do_not_fit_a_gold_file_of_words(toy_model_dir, tmp_path):
+    gold = tmp_path / "gold.align"
+    gold.write_text("0-1 1-0\n", encoding="utf-8")
+    text = "apple river ||| RIVER APPLE\n"
+    for unit, warned in (("piece", True), ("word", False)):
+        result = invoke("align", "-m", toy_model_dir, "--unit", unit, "--gold", gold, input=text)
+        assert result.exit_code == 0, result.output
+        assert ("--unit piece links SentencePiece pieces" in result.stderr) is warned
+        assert "AER" in result.stderr and len(result.stdout.splitlines()) == 1
+
+
 def test_align_writes_no_links_when_the_gold_file_does_not_fit_them(toy_model_dir, tmp_path):
     """A gold link outside its sentence is found only once the pairs are aligned: the links
     wait for the score, so the command fails with nothing on stdout."""
@@ -1416,6 +1427,9 @@ def test_align_with_a_model_without_attention_is_refused(toy_plain_model_dir, to
     assert swapped.exit_code == 0, swapped.output
     plain = invoke("translate", "-m", toy_plain_model_dir, input="apple river\n")
     assert plain.exit_code == 0 and len(plain.stdout.splitlines()) == 1
+    unk = invoke("translate", "-m", toy_plain_model_dir, "--replace-unk", input="apple\n")
+    assert unk.exit_code == 2 and unk.stdout == ""
+    assert "--attention none" in unk.stderr and "drop --replace-unk" in unk.stderr
 
 
 def test_train_says_what_was_given_in_place_of_a_data_directory(

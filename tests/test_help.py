@@ -66,3 +66,15 @@ def test_file_options_show_one_placeholder_in_every_command(name):
     result = CliRunner().invoke(app, [name, "--help"], env={"COLUMNS": "2000", "NO_COLOR": "1"})
     shown = _flat(result.stdout)
     assert " FILE " not in shown and "FILE." not in shown
+
+
+def test_each_command_is_summed_up_in_one_unbroken_line_of_nmt_help():
+    """`nmt --help` lists each command by the first paragraph of its docstring, its line
+    breaks kept: a summary running on into a second line broke mid-sentence there."""
+    result = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "2000", "NO_COLOR": "1"})
+    assert result.exit_code == 0, result.output
+    rows = [line.strip("│ ").split(None, 1) for line in result.stdout.splitlines()]
+    listed = {row[0]: row[1] for row in rows if len(row) == 2 and row[0] in COMMANDS}
+    assert set(listed) == set(COMMANDS)
+    for name, summary in listed.items():
+        assert summary.rstrip(" │").endswith("."), f"nmt {name}: its summary breaks: {summary!r}"

@@ -308,6 +308,7 @@ def test_other_bad_requests_also_get_one_line_json(client, method, path, body, s
         (b'[{"src": "apple", "id": 100.0}]', "without a decimal point (100, not 100.0)"),
         (b'[{"src": "apple", "id": 7.5}]', '"id" must be an integer: the model id'),
         (b'[{"src": "a\\nb"}]', 'one sentence per string (one {"src": \u2026} object for each)'),
+        (b'[{"src": "a"}, {"src": "b", "n_best": 2}]', "object 2 has an unknown key 'n_best'"),
     ],
 )
 def test_opennmt_api_errors_say_what_its_own_format_needs(client, body, said):

@@ -319,7 +319,18 @@ def test_translate_uses_the_shortlist_by_default_where_training_found_it_costs_n
         exact.stdout
         == invoke("translate", "-m", toy_model_dir, "--no-shortlist", input=text).stdout
     )
+    (model / "shortlist.npz").write_bytes(b"junk")  # damaged: refused, naming the way out
+    damaged = invoke("translate", "-m", model, input=text)
+    assert damaged.exit_code == 3 and damaged.stdout == ""
+    assert "damaged or not a shortlist" in damaged.stderr and "--no-shortlist" in damaged.stderr
     (model / "shortlist.npz").unlink()  # removed by hand: translate as without a record
+    assert invoke("translate", "-m", model, input=text).stdout == exact.stdout
+    (model / "meta.json").write_text("garbage", encoding="utf-8")  # its record unreadable
+    refused = invoke("translate", "-m", model, input=text)
+    assert refused.exit_code == 3 and refused.stdout == ""
+    assert "meta.json is damaged" in refused.stderr and "--no-shortlist" in refused.stderr
+    assert invoke("translate", "-m", model, "--no-shortlist", input=text).stdout == exact.stdout
+    (model / "meta.json").unlink()  # no record at all: the exact search
     assert invoke("translate", "-m", model, input=text).stdout == exact.stdout
 
 

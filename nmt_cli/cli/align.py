@@ -214,6 +214,14 @@ def align(
     if trained.guided_alignment and unit != trained.align_unit:
         rates_off = link_prior is None and not corpus_prior  # the default mixes them in
         _warn_of_other_units(model, trained.align_unit, unit, options.method, rates_off)
+    if gold is not None and options.unit == "piece":
+        from nmt_cli.cli.boundary import warn
+
+        warn(
+            f"--unit piece links SentencePiece pieces, and gold alignments ({gold}) count "
+            "words (Chinese and Japanese characters): a piece index is scored as if it were a "
+            "word's, so the AER means little; use --unit word or char with --gold"
+        )
     if view == "auto":
         view = "heatmap" if sys.stdout.isatty() and not json_output else "none"
     output = AlignOutput(view=view, json_output=json_output, gold=gold, png=png)

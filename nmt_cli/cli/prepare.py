@@ -17,7 +17,9 @@ _file = functools.partial(given, panel=_IN)  # (flag, help): a file or name, Non
 @command_boundary
 def prepare(
     src: Path | None = _file(
-        "--src", "Source-language corpus, one sentence per line (plain or .gz)."
+        "--src",
+        "Source-language corpus, one sentence per line (plain or .gz; a file, not <(command): "
+        "it is read more than once).",
     ),
     tgt: Path | None = _file("--tgt", "Target-language corpus, line-aligned with --src."),
     tsv: Path | None = _file(

@@ -18,8 +18,10 @@ def shortlist(
         ..., metavar="MODEL_DIR", help="Model directory written by `nmt train`."
     ),
 ) -> None:
-    """Write the lexical shortlist of `translate --shortlist` (`nmt train` writes it too) and
-    check it on the dev split: translate uses it by default where it costs no BLEU."""
+    """Write a model's lexical shortlist again and check it on the dev split.
+
+    The shortlist is what `translate --shortlist` searches over; `nmt train` writes and checks
+    it too. Translate uses it by default where the check found it costs no BLEU."""
     from nmt_cli.cli.boundary import stderr_console
     from nmt_cli.render.progress import shortlist_line
     from nmt_cli.training_run import write_shortlist

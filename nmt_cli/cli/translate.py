@@ -118,6 +118,13 @@ def translate(
             if partners
             else "drop --align"
         )
+    if replace_unk:  # the source piece to copy is the one the attention weighs most
+        translator.check_attention(
+            "drop --replace-unk, or give a model with attention first"
+            if partners
+            else "drop --replace-unk",
+            use="to pick the source piece that replaces <unk>",
+        )
     typed = input is None and sys.stdin.isatty()
     # The prompt (a translation and where the model looked, on the terminal) only where it is
     # all the user sees: stdout redirected or a data format asked for gets the data on stdout.

@@ -115,6 +115,14 @@ def opennmt_request(data: Any, limits: Limits) -> TranslateRequest:
         raise RequestError(
             f'expected a JSON list of {{"src": text}} objects: {OPENNMT_EXAMPLE}', 422
         )
+    for number, item in enumerate(data, 1):
+        if unknown := sorted(set(item) - {"src", "id"}):
+            raise RequestError(
+                f'object {number} has an unknown key {unknown[0]!r}: each object takes "src" '
+                'and "id" only (nothing else it asks of OpenNMT-py, such as "n_best" or "ref", '
+                "is done here)",
+                422,
+            )
     wrong = [item["id"] for item in data if type(item.get("id", 0)) is not int]  # (not True)
     if wrong:
         raise RequestError(
