@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from nmt_cli import atomic, checkpoint
-from nmt_cli.errors import ArtifactError, ConfigError
+from nmt_cli.errors import ArtifactError, ConfigError, InputError
 
 
 @dataclass(frozen=True)
@@ -24,9 +24,25 @@ class Averaged:
     sources: list[Path]
 
 
+def _check_averaged(out_dir: Path) -> None:
+    """Refuse to replace (--force) a directory that nmt average did not write: its meta.json
+    names the averaged checkpoints. A trained model's directory is kept, with or without its
+    checkpoints/ folder."""
+    meta_file = out_dir / checkpoint.META_FILE
+    try:
+        averaged = meta_file.is_file() and checkpoint.read_json(meta_file).get("averaged")
+    except ArtifactError:
+        averaged = False
+    if not averaged:
+        raise InputError(
+            f"{out_dir} was not written by nmt average (its meta.json names no averaged "
+            "checkpoints), so --force does not replace it: choose another output directory"
+        )
+
+
 def average_checkpoints(model_dir: Path, last: int, out_dir: Path, force: bool = False) -> Averaged:
     """Average the weights of `model_dir`'s last `last` kept checkpoints into `out_dir`, a new
-    directory (or, with `force`, one that holds a model: replaced once the new one is whole)."""
+    directory (or, with `force`, one nmt average wrote: replaced once the new one is whole)."""
     model_dir, out_dir = Path(model_dir), Path(out_dir)
     checkpoint.check_model_dir(model_dir)
     if last < 1:
@@ -71,6 +87,8 @@ def average_checkpoints(model_dir: Path, last: int, out_dir: Path, force: bool =
     last = payloads[-1].get("meta", {})  # progress at the last averaged checkpoint
     for key in ("step", "epoch", "tokens_seen", "train_seconds"):
         meta[key] = last.get(key)  # None where an older checkpoint did not keep it
+    if force and not out_dir.is_symlink() and (out_dir / checkpoint.MODEL_FILE).is_file():
+        _check_averaged(out_dir)  # (another directory is refused by staged_directory)
     with atomic.staged_directory(out_dir, force, [model_dir], checkpoint.MODEL_FILE) as stage:
         checkpoint.write_json(stage / checkpoint.CONFIG_FILE, config)
         kept = (

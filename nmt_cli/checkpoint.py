@@ -384,22 +384,21 @@ def shortlist_by_default(model_dir: Path, meta: dict) -> bool:
     records that the shortlist cost no dev BLEU for these weights (the step of `meta`, the
     checkpoint's own), and the shortlist is there."""
     path = model_dir / META_FILE
-    if not path.is_file():  # (written by every training; a model without one has no record)
-        return False
+    if not (model_dir / SHORTLIST_FILE).is_file() or not path.is_file():
+        return False  # nothing to choose (meta.json, written by every training, not read)
     try:
         record = read_json(path).get("shortlist")
     except ArtifactError:  # refused as every damaged file of the model is: nothing guessed
         raise ArtifactError(
             f"{path} is damaged (not the JSON object training writes): restore it from a "
-            "copy of the model, delete it, or translate with --no-shortlist (the one choice "
-            "it holds for translation)"
+            "copy of the model, delete it, or give --no-shortlist (the one choice it holds "
+            "for translation)"
         ) from None
     return (
         isinstance(record, dict)
         and record.get("default") is True
         and record.get("step") is not None
         and record.get("step") == meta.get("step")
-        and (model_dir / SHORTLIST_FILE).is_file()
     )
 
 

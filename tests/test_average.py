@@ -167,6 +167,14 @@ def test_average_replaces_only_a_model_directory_and_only_with_force(kept_model_
     (out / "checkpoints").mkdir()  # as a trained model directory holds: never replaced
     forced = invoke("average", kept_model, "--last", "1", "-o", out, "--force")
     assert forced.exit_code == 2 and "holds a folder, checkpoints," in forced.stderr
+    import shutil
+
+    trained = tmp_path / "trained"  # a trained model's files without its checkpoints/ folder
+    shutil.copytree(kept_model, trained, ignore=shutil.ignore_patterns("checkpoints"))
+    log = (trained / "train.jsonl").read_bytes()
+    forced = invoke("average", kept_model, "--last", "1", "-o", trained, "--force")
+    assert forced.exit_code == 2 and "was not written by nmt average" in forced.stderr
+    assert (trained / "train.jsonl").read_bytes() == log
 
 
 def _trained(data_dir, model, steps: int, keep: int):

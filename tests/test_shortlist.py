@@ -325,11 +325,14 @@ def test_translate_uses_the_shortlist_by_default_where_training_found_it_costs_n
     assert "damaged or not a shortlist" in damaged.stderr and "--no-shortlist" in damaged.stderr
     (model / "shortlist.npz").unlink()  # removed by hand: translate as without a record
     assert invoke("translate", "-m", model, input=text).stdout == exact.stdout
+    shutil.copy(toy_model_dir / "shortlist.npz", model / "shortlist.npz")
     (model / "meta.json").write_text("garbage", encoding="utf-8")  # its record unreadable
     refused = invoke("translate", "-m", model, input=text)
     assert refused.exit_code == 3 and refused.stdout == ""
     assert "meta.json is damaged" in refused.stderr and "--no-shortlist" in refused.stderr
     assert invoke("translate", "-m", model, "--no-shortlist", input=text).stdout == exact.stdout
+    (model / "shortlist.npz").unlink()  # no shortlist to choose: meta.json is not read
+    assert invoke("translate", "-m", model, input=text).stdout == exact.stdout
     (model / "meta.json").unlink()  # no record at all: the exact search
     assert invoke("translate", "-m", model, input=text).stdout == exact.stdout
 

@@ -214,7 +214,8 @@ def align(
     if trained.guided_alignment and unit != trained.align_unit:
         rates_off = link_prior is None and not corpus_prior  # the default mixes them in
         _warn_of_other_units(model, trained.align_unit, unit, options.method, rates_off)
-    if gold is not None and options.unit == "piece":
+    # (a model taught piece links, by --align-unit piece, was taught from gold of pieces)
+    if gold is not None and unit == "piece" and trained.align_unit != "piece":
         from nmt_cli.cli.boundary import warn
 
         warn(

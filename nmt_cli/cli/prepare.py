@@ -17,9 +17,7 @@ _file = functools.partial(given, panel=_IN)  # (flag, help): a file or name, Non
 @command_boundary
 def prepare(
     src: Path | None = _file(
-        "--src",
-        "Source-language corpus, one sentence per line (plain or .gz; a file, not <(command): "
-        "it is read more than once).",
+        "--src", "Source-language corpus, one sentence per line (plain or .gz)."
     ),
     tgt: Path | None = _file("--tgt", "Target-language corpus, line-aligned with --src."),
     tsv: Path | None = _file(
@@ -67,7 +65,9 @@ def prepare(
     output: Path = _out(..., "Data directory to create.", "-o", "--output"),
     force: bool = _out(False, "Replace an existing output directory.", "--force"),
 ) -> None:
-    """Clean a parallel corpus, train SentencePiece and write a data directory for `nmt train`."""
+    """Clean a parallel corpus, train SentencePiece and write a data directory for `nmt train`.
+
+    Every corpus is read more than once, so give files (plain or .gz), not <(command)."""
     from nmt_cli.data.clean import CleanOptions
     from nmt_cli.data.corpus import source_from_flags
     from nmt_cli.data.prepare import PrepareOptions
