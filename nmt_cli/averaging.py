@@ -24,20 +24,13 @@ class Averaged:
     sources: list[Path]
 
 
-def _check_averaged(out_dir: Path) -> None:
-    """Refuse to replace (--force) a directory that nmt average did not write: its meta.json
-    names the averaged checkpoints. A trained model's directory is kept, with or without its
-    checkpoints/ folder."""
-    meta_file = out_dir / checkpoint.META_FILE
+def _averaged(directory: Path) -> bool:
+    """Whether nmt average wrote `directory`: its meta.json names the averaged checkpoints."""
+    meta_file = directory / checkpoint.META_FILE
     try:
-        averaged = meta_file.is_file() and checkpoint.read_json(meta_file).get("averaged")
-    except ArtifactError:
-        averaged = False
-    if not averaged:
-        raise InputError(
-            f"{out_dir} was not written by nmt average (its meta.json names no averaged "
-            "checkpoints), so --force does not replace it: choose another output directory"
-        )
+        return meta_file.is_file() and bool(checkpoint.read_json(meta_file).get("averaged"))
+    except ArtifactError:  # a damaged meta.json says nothing
+        return False
 
 
 def average_checkpoints(model_dir: Path, last: int, out_dir: Path, force: bool = False) -> Averaged:
@@ -57,8 +50,7 @@ def average_checkpoints(model_dir: Path, last: int, out_dir: Path, force: bool =
         config = checkpoint.read_json(config_file) if config_file.is_file() else {}
         asked = config.get("train", {}).get("keep_checkpoints", 0)
         fix = f"train it with --keep-checkpoints {last} (or more) to keep them"
-        meta_file = model_dir / checkpoint.META_FILE
-        if meta_file.is_file() and checkpoint.read_json(meta_file).get("averaged"):
+        if _averaged(model_dir):
             fix = "it was written by nmt average: average the model directory it came from"
         elif asked >= last:  # kept as asked: it stopped before validating that often
             fix = (
@@ -87,8 +79,12 @@ def average_checkpoints(model_dir: Path, last: int, out_dir: Path, force: bool =
     last = payloads[-1].get("meta", {})  # progress at the last averaged checkpoint
     for key in ("step", "epoch", "tokens_seen", "train_seconds"):
         meta[key] = last.get(key)  # None where an older checkpoint did not keep it
-    if force and not out_dir.is_symlink() and (out_dir / checkpoint.MODEL_FILE).is_file():
-        _check_averaged(out_dir)  # (another directory is refused by staged_directory)
+    model_there = (out_dir / checkpoint.MODEL_FILE).is_file() and not out_dir.is_symlink()
+    if force and model_there and not _averaged(out_dir):  # (staged_directory refuses others)
+        raise InputError(
+            f"{out_dir} was not written by nmt average (its meta.json names no averaged "
+            "checkpoints), so --force does not replace it: choose another output directory"
+        )
     with atomic.staged_directory(out_dir, force, [model_dir], checkpoint.MODEL_FILE) as stage:
         checkpoint.write_json(stage / checkpoint.CONFIG_FILE, config)
         kept = (
