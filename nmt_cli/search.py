@@ -514,7 +514,7 @@ class BeamSearch:
         done: list[tuple[int, list[Hypothesis]]] = []
         if bool(settled.any()):
             done = [(s, self._finished.pop(s)) for s in beam.sentences[settled].tolist()]
-            keep = (~settled).nonzero().squeeze(1)  # (A',)
+            keep = _holes_filled(settled)  # (A',)
             if keep.numel() == 0:
                 self._beam, self._state, self._prev, self._t, self._first_column = (
                     None, None, None, 0, 0,
@@ -541,6 +541,20 @@ class BeamSearch:
             self._penalties += [length_penalty(L, self.alpha) for L in more]
             self._table = torch.tensor(self._penalties, device=lengths.device)
         return self._table[lengths]
+
+
+def _holes_filled(settled: torch.Tensor) -> torch.Tensor:
+    """The sentences that go on (A',), in the order that moves fewest: those before A' stay in
+    place, and each place left by a settled one takes one from beyond A'. A memory then changes
+    in those places only (`Memory.select`), instead of being copied whole at every step where a
+    sentence ends, which is most steps of a long-running search (`nmt serve`)."""
+    live = ~settled
+    count = int(live.sum())
+    keep = torch.arange(count, device=settled.device)
+    holes = settled[:count].nonzero().squeeze(1)
+    if holes.numel():
+        keep[holes] = live[count:].nonzero().squeeze(1) + count
+    return keep
 
 
 def beam_search(

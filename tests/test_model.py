@@ -228,6 +228,61 @@ def test_memory_select_copies_nothing_while_each_sentence_keeps_its_rows():
     assert mixed.group == 1 and torch.equal(mixed.origin, torch.tensor([0, 0, 2, 3, 3, 3]))
 
 
+def test_memory_select_writes_only_the_places_that_sentences_left():
+    """A beam search's sentences that go on keep their places, and those beyond the new count
+    fill the places of the ones that ended (`search._holes_filled`): the memory is the first
+    entries of the same tensors, with those places written, and equals a copy of the entries."""
+    torch.manual_seed(3)
+    model = Seq2Seq(tiny()).eval()
+    batch = toy_batch()
+    _, memory = model.encode(batch.src, batch.src_lengths)
+    beam = memory.select(torch.arange(4).repeat_interleave(2))  # (8,) rows, 2 per sentence
+    want = [x[[0, 3, 2]].clone() for x in (beam.states, beam.keys, beam.mask, beam.origin)]
+    # sentence 1 ended: sentence 3 takes its place, and the rows of each keep their own entry
+    fewer = beam.select(torch.tensor([0, 1, 7, 6, 4, 4]))
+    assert fewer.group == 2 and fewer.keys.data_ptr() == beam.keys.data_ptr()  # not copied
+    for got, expected in zip(
+        (fewer.states, fewer.keys, fewer.mask, fewer.origin), want, strict=True
+    ):
+        assert torch.equal(got, expected)
+    # only the last ended: the first entries as they are
+    first = fewer.select(torch.tensor([1, 0, 3, 3]))
+    assert first.states.data_ptr() == beam.states.data_ptr() and first.origin.tolist() == [0, 3]
+
+
+def _encoded_memory(model: Seq2Seq, sources: list) -> object:
+    batch = collate(sources, [s[:1] for s in sources])
+    return model.encode(batch.src, batch.src_lengths)[1]
+
+
+def test_sentences_join_a_memory_in_its_room_and_get_what_a_copy_gives():
+    """Joining copies both memories into tensors with room to spare, cut to the longer real
+    source; a later join that fits is written into that room, not copied again. Either way
+    the entries are the sentences' own, padded with zeros (False in the mask)."""
+    torch.manual_seed(3)
+    model = Seq2Seq(tiny()).eval()
+    gen = torch.Generator().manual_seed(1)
+    sources = [torch.randint(4, VOCAB, (n,), generator=gen).numpy() for n in (6, 2, 4, 3, 5)]
+    parts = [_encoded_memory(model, group) for group in (sources[:2], sources[2:4], sources[4:])]
+    origin = [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0)]  # (part, its entry) of each joined entry
+
+    def expected(memory, entry: int, width: int) -> None:
+        part, own = parts[origin[entry][0]], origin[entry][1]
+        length = len(sources[entry])
+        assert torch.equal(memory.states[entry, :length], part.states[own, :length])
+        assert torch.equal(memory.keys[entry, :length], part.keys[own, :length])
+        assert memory.mask[entry].tolist() == [True] * length + [False] * (width - length)
+        assert not memory.states[entry, length:].any() and not memory.keys[entry, length:].any()
+
+    with torch.no_grad():
+        joined = parts[0].join(parts[1])
+        assert joined.states.shape[:2] == (4, 6) and joined.room[0].size(0) > 4
+        more = joined.join(parts[2])  # source length 5 fits the room's 6
+    assert more.states.shape[:2] == (5, 6) and more.states.data_ptr() == joined.states.data_ptr()
+    for entry in range(5):
+        expected(more, entry, 6)
+
+
 @pytest.mark.parametrize("layers", [1, 2])
 @pytest.mark.parametrize("style", ["luong", "bahdanau"])
 def test_inference_step_through_gru_cells_equals_the_gru_module(layers, style):

@@ -495,3 +495,10 @@ def test_a_search_with_active_sentences_keeps_its_rows_per_sentence_when_more_jo
     running.add(model.start([1, 2]), torch.tensor([10, 10]))
     running.step()
     assert rows_before == 1 and model.rows[-1] == 3 * 4  # the newcomers start with 4 rows each
+
+
+def test_sentences_that_go_on_keep_their_places_and_fill_those_of_the_ended():
+    settled = torch.tensor([False, True, False, True, False, False])
+    assert search._holes_filled(settled).tolist() == [0, 4, 2, 5]
+    assert search._holes_filled(torch.tensor([False, False, True])).tolist() == [0, 1]
+    assert search._holes_filled(torch.tensor([True, True])).tolist() == []

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -50,6 +50,11 @@ class Memory:
     mask: torch.Tensor  # (N, S) True on real source tokens
     origin: torch.Tensor | None = None  # (N,) the source sentence each entry was encoded from
     group: int = 1  # decoder rows per entry
+    # (states, keys, mask) with room for more entries, whose first N are the three above (views):
+    # `join` writes newcomers after them instead of copying the whole memory
+    room: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     def row_origin(self) -> torch.Tensor:
         """The source sentence of each decoder row (N * group,)."""
@@ -74,6 +79,8 @@ class Memory:
             entries, torch.arange(len(entries), device=entries.device)
         ):  # every entry in place: share the tensors (the object too, if the group stays)
             return self if group == self.group else self._regrouped(group)
+        if group == self.group and (filled := self._filled(entries)) is not None:
+            return filled
         return Memory(
             self.states.index_select(0, entries),
             self.keys.index_select(0, entries),
@@ -82,29 +89,53 @@ class Memory:
             group,
         )
 
+    def _filled(self, entries: torch.Tensor) -> Memory | None:
+        """The memory of `entries` (N',) made in place, if they are the first N' entries but
+        for some places that take entries from beyond N' (a beam search's sentences once some
+        have ended: `search._holes_filled`): only those places are written, and the first N'
+        entries of this memory's tensors are the result, so this memory is not to be used
+        afterwards. None for any other selection."""
+        count = entries.numel()
+        if not count or count >= self.keys.size(0):
+            return None
+        moved = (entries != torch.arange(count, device=entries.device)).nonzero().squeeze(1)
+        sources = entries[moved]
+        if moved.numel() and not bool((sources >= count).all()):
+            return None
+        tensors = [self.states, self.keys, self.mask]
+        if self.origin is not None:
+            tensors.append(self.origin)
+        if moved.numel():
+            for tensor in tensors:
+                tensor[moved] = tensor[sources]
+        states, keys, mask, *origin = (tensor[:count] for tensor in tensors)
+        return Memory(states, keys, mask, origin[0] if origin else None, self.group, self.room)
+
     def _regrouped(self, group: int) -> Memory:
-        return Memory(self.states, self.keys, self.mask, self.origin, group)
+        return Memory(self.states, self.keys, self.mask, self.origin, group, self.room)
 
     def join(self, other: Memory) -> Memory:
         """The entries of this memory, then `other`'s (same rows per entry), padded to one source
         length: the longer of the two sources' real lengths, so padding left by sentences that
-        have gone is dropped. Origins are not kept (they index one batch's sentences)."""
+        have gone is dropped. Origins are not kept (they index one batch's sentences).
+
+        Where this memory has room for `other` at that length, `other` is written there and
+        this memory is not to be used afterwards; otherwise both are copied into new tensors
+        with room for as many entries again, so sentences joining a running search
+        (`nmt serve`) copy only themselves most of the time."""
         assert self.group == other.group, "joined memories need the same rows per entry"
         width = int(max(self.mask.sum(1).max(), other.mask.sum(1).max()))
-
-        def fit(tensor: torch.Tensor) -> torch.Tensor:  # (N, S, ...) to (N, width, ...)
-            if tensor.size(1) >= width:
-                return tensor[:, :width]
-            pad = [0, 0] * (tensor.dim() - 2) + [0, width - tensor.size(1)]
-            return torch.nn.functional.pad(tensor, pad)
-
-        return Memory(
-            *(torch.cat([fit(mine), fit(theirs)]) for mine, theirs in (
-                (self.states, other.states), (self.keys, other.keys), (self.mask, other.mask),
-            )),
-            None,
-            self.group,
-        )  # fmt: skip
+        count, total = self.keys.size(0), self.keys.size(0) + other.keys.size(0)
+        room = self.room
+        if room is None or room[0].size(0) < total or room[0].size(1) != width:
+            room = tuple(
+                mine.new_empty((2 * total, width, *mine.shape[2:]))
+                for mine in (self.states, self.keys, self.mask)
+            )
+            _fill(room, 0, (self.states, self.keys, self.mask))
+        _fill(room, count, (other.states, other.keys, other.mask))
+        states, keys, mask = (tensor[:total] for tensor in room)
+        return Memory(states, keys, mask, None, self.group, room)
 
     def attend(
         self, attention: nn.Module, query: torch.Tensor
@@ -116,6 +147,16 @@ class Memory:
         queries = query.reshape(entries, self.group, query.size(-1))  # (N, group, D)
         context, weights = attention(queries, self.keys, self.states, self.mask)
         return context.reshape(rows, 1, -1), weights.reshape(rows, 1, -1)
+
+
+def _fill(room: tuple[torch.Tensor, ...], start: int, parts: tuple[torch.Tensor, ...]) -> None:
+    """Write `parts` (N, S', ...) into `room`'s entries from `start` on, cut or padded with
+    zeros (False in a mask) to room's source length."""
+    width = room[0].size(1)
+    for tensor, part in zip(room, parts, strict=True):
+        end, length = start + part.size(0), min(width, part.size(1))
+        tensor[start:end, :length] = part[:, :length]
+        tensor[start:end, length:] = 0
 
 
 @functools.lru_cache(maxsize=64)

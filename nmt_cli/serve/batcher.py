@@ -5,7 +5,8 @@ Every request becomes a job on a queue. The worker keeps one running search per 
 setting (a `Stream`, e.g. `TranslationStream`). Between two steps of the searches it takes the
 jobs that have come, and puts their lines in once `_JOIN_LINES` lines wait, or once the first of
 them has waited `_JOIN_WAIT` times as long as a join takes (each join runs the encoder once,
-which costs about as much for one line as for eight, and copies the searches' memory), but
+which costs about as much for one line as for eight, and writes the lines' memory beside the
+searches'), but
 never more than `_JOIN_STEPS` steps: lines join a large model's search at its next step, where
 a step outweighs a join, and a small model's every few steps. No more than `max_lines` lines
 are in the searches at once: the rest wait their turn, first come first served. After each step it hands every job whose
@@ -36,8 +37,8 @@ from nmt_cli.serve.requests import TranslateRequest
 _MAX_WAIT_WINDOWS = 8  # an idle worker starts this many windows after the first job at the latest
 # Lines join running searches once this many wait, or once the first has waited this many
 # times as long as a join takes (the running mean of the last joins), and this many steps at
-# most: each join runs the encoder for its lines and copies the searches' memory, which for a
-# small model costs a few steps' time, and for a large one less than a step.
+# most: each join runs the encoder for its lines and writes their memory beside the searches',
+# which for a small model costs a few steps' time, and for a large one less than a step.
 _JOIN_LINES = 16
 _JOIN_WAIT = 4.0
 _JOIN_STEPS = 8
