@@ -250,6 +250,21 @@ def test_memory_select_writes_only_the_places_that_sentences_left():
     assert first.states.data_ptr() == beam.states.data_ptr() and first.origin.tolist() == [0, 3]
 
 
+def test_a_memory_encoded_under_inference_mode_is_selected_and_joined_outside_it():
+    """Tensors made under inference mode cannot be written outside it: there the memory is
+    copied, as before it was written in place."""
+    torch.manual_seed(3)
+    model = Seq2Seq(tiny()).eval()
+    batch = toy_batch()
+    with torch.inference_mode():
+        _, memory = model.encode(batch.src, batch.src_lengths)
+    with torch.no_grad():
+        fewer = memory.select(torch.tensor([0, 3, 2]))
+        joined = fewer.join(memory)
+    assert torch.equal(fewer.keys, memory.keys[[0, 3, 2]])
+    assert joined.keys.shape[0] == 7 and torch.equal(joined.keys[3:], memory.keys)
+
+
 def _encoded_memory(model: Seq2Seq, sources: list) -> object:
     batch = collate(sources, [s[:1] for s in sources])
     return model.encode(batch.src, batch.src_lengths)[1]

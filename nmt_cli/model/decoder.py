@@ -96,7 +96,7 @@ class Memory:
         entries of this memory's tensors are the result, so this memory is not to be used
         afterwards. None for any other selection."""
         count = entries.numel()
-        if not count or count >= self.keys.size(0):
+        if not count or count >= self.keys.size(0) or not _writable(self.keys):
             return None
         moved = (entries != torch.arange(count, device=entries.device)).nonzero().squeeze(1)
         sources = entries[moved]
@@ -127,7 +127,12 @@ class Memory:
         width = int(max(self.mask.sum(1).max(), other.mask.sum(1).max()))
         count, total = self.keys.size(0), self.keys.size(0) + other.keys.size(0)
         room = self.room
-        if room is None or room[0].size(0) < total or room[0].size(1) != width:
+        if (
+            room is None
+            or room[0].size(0) < total
+            or room[0].size(1) != width
+            or not _writable(room[0])
+        ):
             room = tuple(
                 mine.new_empty((2 * total, width, *mine.shape[2:]))
                 for mine in (self.states, self.keys, self.mask)
@@ -147,6 +152,13 @@ class Memory:
         queries = query.reshape(entries, self.group, query.size(-1))  # (N, group, D)
         context, weights = attention(queries, self.keys, self.states, self.mask)
         return context.reshape(rows, 1, -1), weights.reshape(rows, 1, -1)
+
+
+def _writable(tensor: torch.Tensor) -> bool:
+    """Whether `tensor` may be written in place here: not one made under inference mode while
+    that mode is now off (a search run under no_grad on a memory encoded under inference mode
+    copies instead)."""
+    return not tensor.is_inference() or torch.is_inference_mode_enabled()
 
 
 def _fill(room: tuple[torch.Tensor, ...], start: int, parts: tuple[torch.Tensor, ...]) -> None:
