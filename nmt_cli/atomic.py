@@ -172,7 +172,12 @@ def staged_directory(
             f"{'free some space or ' if full else ''}choose another output directory"
         ) from exc
     try:
-        yield stage
+        try:
+            yield stage
+        except OSError as exc:  # a full disk while the files are written: name what they are for
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                raise
+            raise write_error(final, exc) from exc
         try:
             mask = _umask()
             stage.chmod(0o777 & ~mask)

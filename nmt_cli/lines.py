@@ -66,8 +66,14 @@ def hold_pipes(paths) -> None:
     nobody writes to is waited on, as `cat` waits."""
     release_pipes()
     for path in paths:
-        if path is None or str(path) == "-" or not _is_pipe(Path(path)) or _held(path) is not None:
+        if path is None or str(path) == "-" or _held(path) is not None:
             continue  # (a pipe given twice is read once)
+        if _is_devnull(Path(path)):  # read as an empty file, though a device
+            found = os.stat(path)
+            _HELD[(found.st_dev, found.st_ino)] = b""
+            continue
+        if not _is_pipe(Path(path)):
+            continue
         try:
             with open(path, "rb") as pipe:
                 data = pipe.read()
@@ -146,8 +152,11 @@ def open_binary(path: Path) -> BinaryIO:
     if held is not None:
         stream = io.BytesIO(held)
         return gzip.GzipFile(fileobj=stream) if held[:2] == GZIP_MAGIC else stream  # type: ignore[return-value]
-    with open(path, "rb") as probe:
-        compressed = probe.read(2) == GZIP_MAGIC
+    try:
+        with open(path, "rb") as probe:
+            compressed = probe.read(2) == GZIP_MAGIC
+    except OSError as exc:  # readable to open, not to read (EIO: a failing disk, /proc/self/mem)
+        raise _read_error(str(path), exc, 0) from None
     return gzip.open(path, "rb") if compressed else open(path, "rb", buffering=_BUFFER)  # type: ignore[return-value]
 
 
@@ -203,16 +212,37 @@ def iter_lines(
         yield text
 
 
+def typed_line(typed: str | bytes, number: int, on_invalid: str = "error") -> tuple[str, bool]:
+    """A line typed at the prompt, read as line `number` of a file would be (invalid UTF-8
+    refused or replaced, NUL bytes read as spaces, CR and line separators as spaces), and
+    whether it held NUL bytes. `typed` is what the terminal gave: bytes it could not decode
+    come as the surrogates Python's stdin decodes them to, or as the bytes themselves."""
+    raw = typed if isinstance(typed, bytes) else typed.encode("utf-8", "surrogateescape")
+    raw = raw.rstrip(b"\n")
+    if on_invalid != "replace":
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidUtf8(
+                f"typed line {number} is not valid UTF-8 (byte {raw[exc.start]:#04x} at column "
+                f"{exc.start + 1}): set the terminal's encoding to UTF-8"
+            ) from None
+    return _line_text(raw, "the terminal", number, on_invalid, "space", first=False), b"\0" in raw
+
+
 def _holds_cr(line: bytes) -> bool:
     """A CR inside `line` (given without its newline), not only ending it (CRLF): in the only
     line of a text, the mark of lines ended by CR alone."""
     return b"\r" in line.removesuffix(b"\r")
 
 
-def _line_text(raw: bytes, name: str, number: int, on_invalid: str, nul: str) -> str:
-    """The text of line `number`, given without its "\\n"."""
+def _line_text(
+    raw: bytes, name: str, number: int, on_invalid: str, nul: str, first: bool | None = None
+) -> str:
+    """The text of line `number`, given without its "\\n"; the first line of a file (`first`,
+    by default line 1) loses its byte-order mark and is checked for binary formats."""
     raw = raw.removesuffix(b"\r")
-    if number == 1:
+    if number == 1 if first is None else first:
         raw = raw.removeprefix(UTF8_BOM)
         _refuse_binary(raw, name)
     if b"\0" in raw:
@@ -452,7 +482,7 @@ def check_whole_input(
     terminal: a stream cannot be read twice."""
     consume = check or (lambda lines, name: collections.deque(lines, maxlen=0))
     if path is not None and str(path) != "-":
-        if _is_pipe(path):
+        if _is_pipe(path) or _is_devnull(path):
             return False
         consume(read_lines(path, nul="space", on_invalid=on_invalid), str(path))
         return True
@@ -528,6 +558,8 @@ def open_input(path: Path | None) -> tuple[BinaryIO | Arrivals, str]:
     if _is_pipe(path):
         pipe = open(path, "rb", buffering=0)  # noqa: SIM115 - the caller reads it to the end
         return Arrivals(pipe.fileno(), pipe), str(path)
+    if _is_devnull(path):  # a device, read as the empty file it gives
+        return io.BytesIO(), str(path)
     return open_binary(path), str(path)
 
 
@@ -610,6 +642,13 @@ def batches(lines: Iterable[str], size: int, waiting: Callable[[], bool] | None 
         if not batch:
             return
         yield batch
+
+
+def _is_devnull(path: Path) -> bool:
+    try:
+        return os.path.samefile(path, os.devnull)
+    except (OSError, ValueError):
+        return False
 
 
 def _is_pipe(path: Path) -> bool:

@@ -49,3 +49,17 @@ def test_a_named_pipe_is_written_through_and_stays_a_pipe(tmp_path):
     reader.join(10)
     assert received == ["through the pipe\n"]
     assert stat.S_ISFIFO(os.stat(pipe).st_mode)
+
+
+def test_a_full_disk_while_a_directory_is_written_names_the_directory(tmp_path):
+    import errno
+
+    from nmt_cli.atomic import staged_directory
+    from nmt_cli.errors import NmtError
+
+    final = tmp_path / "data"
+    with pytest.raises(NmtError, match=rf"cannot write {final}: No space left on device"):
+        with staged_directory(final) as stage:
+            (stage / "train.src").write_text("a line\n")
+            raise OSError(errno.ENOSPC, "No space left on device")
+    assert not final.exists() and list(tmp_path.iterdir()) == []  # nothing half-written left

@@ -1479,6 +1479,61 @@ def test_serve_without_its_web_stack_names_the_install_command(toy_model_dir, mo
     assert f"{sys.executable} -m pip install fastapi uvicorn httptools" in result.stderr
 
 
+def test_a_typed_line_is_read_as_a_file_line_is_and_a_bad_one_does_not_end_the_prompt(
+    toy_model_dir, monkeypatch
+):
+    """At the prompt, bytes that are not UTF-8 (which Python's stdin hands over as surrogates)
+    are refused with the line's number and the fixes, or replaced with --on-invalid replace;
+    NUL bytes are read as spaces with a warning; a line longer than the model takes is cut
+    with a warning; and the prompt goes on after each."""
+    import io
+
+    from rich.console import Console
+
+    from nmt_cli.cli import boundary
+    from nmt_cli.cli.translate import _prompt_loop
+    from nmt_cli.decoding import SearchOptions
+    from nmt_cli.translator import Translator
+
+    class Typed(Console):
+        def __init__(self, lines):
+            super().__init__(file=io.StringIO(), width=400, color_system=None)
+            self.lines = iter(lines)
+
+        def input(self, *args, **kwargs):
+            line = next(self.lines, None)
+            if line is None:
+                raise EOFError
+            return line
+
+    translator = Translator.load(toy_model_dir)
+    long = " ".join(["apple river"] * (translator.max_source_pieces + 5))
+    typed = ["apple \udcff river", "apple\0river", long, "green house"]
+
+    def shown(on_invalid: str) -> str:
+        console = Typed(typed)
+        monkeypatch.setattr(boundary, "_console", console)
+        _prompt_loop(translator, SearchOptions(beam_size=1), on_invalid=on_invalid)
+        return console.file.getvalue()
+
+    refused = shown("error")
+    assert (
+        "error: typed line 1 is not valid UTF-8 (byte 0xff at column 7): set the terminal's "
+        "encoding to UTF-8, or pass --on-invalid replace" in refused
+    )
+    assert "warning: typed line 2 holds NUL bytes: translated with a space for each" in refused
+    assert (
+        f"typed line 3 is longer than the model's {translator.max_source_pieces} pieces" in refused
+    )
+    expected = invoke(
+        "translate", "-m", toy_model_dir, "-b", "1", input="apple river\ngreen house\n"
+    )
+    first, last = expected.stdout.splitlines()
+    assert first in refused and last in refused  # the NUL line as "apple river", and the last
+    replaced = shown("replace")
+    assert "not valid UTF-8" not in replaced and replaced.count("warning:") == 2
+
+
 def test_the_prompt_shows_links_or_says_why_there_are_none(
     toy_model_dir, toy_plain_model_dir, monkeypatch
 ):
@@ -1520,3 +1575,11 @@ def test_the_prompt_shows_links_or_says_why_there_are_none(
     expected = invoke("translate", "-m", toy_plain_model_dir, input="apple river\ngreen house\n")
     for translation in expected.stdout.splitlines():
         assert translation in without  # both lines translated, the empty one skipped
+
+
+def test_translate_reads_dev_null_as_an_empty_file(toy_model_dir):
+    """/dev/null is a device, but gives what an empty file gives: no line, no output, exit 0
+    (where other devices and sockets are refused)."""
+    result = invoke("translate", "-m", toy_model_dir, "-i", "/dev/null")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == ""

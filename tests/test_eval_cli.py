@@ -433,3 +433,12 @@ def test_eval_translates_as_translate_does_with_the_same_search(toy_model_dir, t
     assert saved.read_text(encoding="utf-8") == translated.stdout
     if "--max-len" in search:
         assert all(len(line.split()) <= 3 for line in translated.stdout.splitlines())
+
+
+def test_buckets_without_by_length_are_refused_and_dev_null_is_an_empty_file():
+    _assert_clean_error(
+        _eval("--hyp", HYP, "--ref", REF, "--src", SRC, "--buckets", "5,100"),
+        "--buckets sets the length buckets of --by-length",
+        "add --by-length",
+    )
+    _assert_clean_error(_eval("--hyp", "/dev/null", "--ref", REF), "/dev/null is empty")

@@ -217,3 +217,16 @@ def test_batches_end_where_no_next_line_has_come():
     come = iter([True, False, True, True, True, True, True])  # after line 1, nothing has come
     assert list(batches(lines, 3, lambda: next(come))) == [lines[0:2], lines[2:5], lines[5:]]
     assert list(batches([], 3, lambda: False)) == []
+
+
+def test_a_file_that_opens_but_cannot_be_read_is_an_input_error_naming_it():
+    """/proc/self/mem opens and fails on its first read (EIO), as a failing disk does."""
+    from pathlib import Path
+
+    from nmt_cli.lines import open_input
+
+    mem = Path("/proc/self/mem")
+    if not mem.exists():
+        pytest.skip("no /proc/self/mem here")
+    with pytest.raises(InputError, match=r"cannot read /proc/self/mem \(before its first line\)"):
+        open_input(mem)

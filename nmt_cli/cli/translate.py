@@ -129,7 +129,7 @@ def translate(
     # The prompt (a translation and where the model looked, on the terminal) only where it is
     # all the user sees: stdout redirected or a data format asked for gets the data on stdout.
     if typed and sys.stdout.isatty() and not (json_output or align or nbest > 1):
-        _prompt_loop(translator, options, replace_unk)
+        _prompt_loop(translator, options, replace_unk, on_invalid)
         return
     if not typed:
         # A file (--input, or stdin redirected from one) is read through once first: a bad
@@ -225,28 +225,49 @@ def _writer(
     return write
 
 
-def _prompt_loop(translator, options, replace_unk: bool = False) -> None:
+def _prompt_loop(translator, options, replace_unk: bool = False, on_invalid: str = "error"):
     """Translate each line typed at a terminal and show where the model looked under it, on
-    the terminal (stderr); Ctrl-D or Ctrl-C ends."""
+    the terminal (stderr); Ctrl-D or Ctrl-C ends. A typed line is read by the rules of a file's
+    (`lines.typed_line`); one it cannot take is refused with the reason, and the prompt goes
+    on."""
     from rich.markup import escape
 
     from nmt_cli.aligner import shown_words
-    from nmt_cli.cli.boundary import stderr_console
+    from nmt_cli.cli.boundary import stderr_console, warn
+    from nmt_cli.errors import InputError
+    from nmt_cli.lines import typed_line
     from nmt_cli.render.heatmap import render_links
 
     console = stderr_console()
     console.print(f"[dim]nmt: model {translator.model_dir} — type a sentence, Ctrl-D to quit[/]")
     if translator.config.model.attention == "none":
         console.print("[dim](trained with --attention none: no word links to show)[/]")
+    number, limit = 0, translator.max_source_pieces
     while True:
         try:
-            line = console.input("[bold]> [/]")
+            typed = console.input("[bold]> [/]")
         except (EOFError, KeyboardInterrupt):
             console.print()
             return
+        except UnicodeDecodeError as exc:  # a terminal whose stdin decodes strictly
+            typed = exc.object
+        number += 1
+        try:
+            with _offering_replace():
+                line, had_nul = typed_line(typed, number, on_invalid)
+        except InputError as exc:
+            console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
+            continue
+        if had_nul:
+            warn(f"typed line {number} holds NUL bytes: translated with a space for each")
         if not line.strip():
             continue
         result = translator.translate_chunk([line], options, replace_unk, with_attention=True)[0]
+        if result.truncated:
+            warn(
+                f"typed line {number} is longer than the model's {limit} pieces: translated its "
+                f"first {limit}"
+            )
         console.print(f"[bold green]{escape(result.text)}[/]", markup=True, highlight=False)
         words = shown_words(result)
         if words is not None:
