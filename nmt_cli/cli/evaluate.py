@@ -91,6 +91,12 @@ def evaluate(
     model = model or None  # an empty list: no -m
     _check_sources(hyp, model, refs_paths, src, with_length)
     _check_model_options(context, model, save_hyp)
+    inputs = [hyp, src, compare, *refs_paths, *(model or [])]
+    if save_hyp is not None:
+        from nmt_cli.atomic import check_output_file
+
+        check_output_file(save_hyp, "--save-hyp", inputs)
+    metric_names, bounds = _parse_metrics(metrics), _parse_buckets(buckets)
     if not with_length and given_on_the_command_line(context, ("buckets",)):
         from nmt_cli.errors import ConfigError
 
@@ -98,12 +104,6 @@ def evaluate(
             "--buckets sets the length buckets of --by-length and --plot: add --by-length, or "
             "drop --buckets"
         )
-    inputs = [hyp, src, compare, *refs_paths, *(model or [])]
-    if save_hyp is not None:
-        from nmt_cli.atomic import check_output_file
-
-        check_output_file(save_hyp, "--save-hyp", inputs)
-    metric_names, bounds = _parse_metrics(metrics), _parse_buckets(buckets)
     if plot is not None:
         from nmt_cli.render.plot import check_plot_path
 
