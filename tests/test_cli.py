@@ -1479,6 +1479,23 @@ def test_serve_without_its_web_stack_names_the_install_command(toy_model_dir, mo
     assert f"{sys.executable} -m pip install fastapi uvicorn httptools" in result.stderr
 
 
+def _typed_console(lines: list[str], width: int = 100):
+    """A console whose user types `lines`, then Ctrl-D (what the prompt reads and draws on)."""
+    import io
+
+    from rich.console import Console
+
+    class Typed(Console):
+        def input(self, *args, **kwargs):
+            line = next(typed, None)
+            if line is None:
+                raise EOFError
+            return line
+
+    typed = iter(lines)
+    return Typed(file=io.StringIO(), width=width, color_system=None)
+
+
 def test_a_typed_line_is_read_as_a_file_line_is_and_a_bad_one_does_not_end_the_prompt(
     toy_model_dir, monkeypatch
 ):
@@ -1486,32 +1503,18 @@ def test_a_typed_line_is_read_as_a_file_line_is_and_a_bad_one_does_not_end_the_p
     are refused with the line's number and the fixes, or replaced with --on-invalid replace;
     NUL bytes are read as spaces with a warning; a line longer than the model takes is cut
     with a warning; and the prompt goes on after each."""
-    import io
-
-    from rich.console import Console
 
     from nmt_cli.cli import boundary
     from nmt_cli.cli.translate import _prompt_loop
     from nmt_cli.decoding import SearchOptions
     from nmt_cli.translator import Translator
 
-    class Typed(Console):
-        def __init__(self, lines):
-            super().__init__(file=io.StringIO(), width=400, color_system=None)
-            self.lines = iter(lines)
-
-        def input(self, *args, **kwargs):
-            line = next(self.lines, None)
-            if line is None:
-                raise EOFError
-            return line
-
     translator = Translator.load(toy_model_dir)
     long = " ".join(["apple river"] * (translator.max_source_pieces + 5))
     typed = ["apple \udcff river", "apple\0river", long, "green house"]
 
     def shown(on_invalid: str) -> str:
-        console = Typed(typed)
+        console = _typed_console(typed, width=400)
         monkeypatch.setattr(boundary, "_console", console)
         _prompt_loop(translator, SearchOptions(beam_size=1), on_invalid=on_invalid)
         return console.file.getvalue()
@@ -1539,30 +1542,14 @@ def test_the_prompt_shows_links_or_says_why_there_are_none(
 ):
     """The prompt (stdin and stdout a terminal) draws where the model looked under each
     translation; a model without attention says once that there is nothing to draw."""
-    import io
-
-    from rich.console import Console
 
     from nmt_cli.cli import boundary
     from nmt_cli.cli.translate import _prompt_loop
     from nmt_cli.decoding import SearchOptions
     from nmt_cli.translator import Translator
 
-    class Typed(Console):
-        """A console whose user types `lines`, then Ctrl-D."""
-
-        def __init__(self, lines):
-            super().__init__(file=io.StringIO(), width=100, color_system=None)
-            self.lines = iter(lines)
-
-        def input(self, *args, **kwargs):
-            line = next(self.lines, None)
-            if line is None:
-                raise EOFError
-            return line
-
     def shown(model_dir) -> str:
-        console = Typed(["apple river", "", "green house"])
+        console = _typed_console(["apple river", "", "green house"])
         monkeypatch.setattr(boundary, "_console", console)
         _prompt_loop(Translator.load(model_dir), SearchOptions(beam_size=1))
         return console.file.getvalue()
