@@ -669,16 +669,23 @@ def read_gold(
     Pharaoh: one line per sentence, "i-j" a sure link, "i?j" or "ipj" a possible one, 0-based.
     NAACL 2003 (Mihalcea & Pedersen): one link per line, "sentence source target [S|P]", all
     1-based, sentence numbers counting corpus lines from 1; S is the default; position 0 is the
-    NULL word and is skipped. Position L1 is taken as the source side. `one_based` overrides the
+    NULL word and is skipped; a line that starts with "#" is a comment (NAACL only: a Pharaoh
+    line is a sentence). Position L1 is taken as the source side. `one_based` overrides the
     format's usual index base. A line that fits neither raises InputError with its number.
     """
     name, lines = _gold_lines(source, name)
-    first = next((k for k, line in enumerate(lines) if line.strip()), None)
-    if first is None:
+    first = next((k for k, line in enumerate(lines) if _naacl_content(line)), None)
+    if first is None and not any(line.strip() for line in lines):
         return [GoldAlignment(frozenset(), frozenset()) for _ in lines]
-    if _NAACL_START.match(lines[first].strip()):
+    if first is not None and _NAACL_START.match(lines[first].strip()):
         return _read_naacl(lines, name, 1 if one_based in (None, True) else 0)
     return _read_pharaoh(lines, name, 1 if one_based else 0)
+
+
+def _naacl_content(line: str) -> bool:
+    """Whether a line of a NAACL file holds a link: neither blank nor a "#" comment."""
+    stripped = line.strip()
+    return bool(stripped) and not stripped.startswith("#")
 
 
 def _gold_lines(source: str | Path | Iterable[str], name: str | None) -> tuple[str, list[str]]:
@@ -712,7 +719,7 @@ def _read_naacl(lines: list[str], name: str, base: int) -> list[GoldAlignment]:
     last, first = 0, None
     nulls: set[tuple[int, int, int]] = set()  # (sentence, source, target) with a position 0
     for number, line in enumerate(lines, start=1):
-        if not line.strip():
+        if not _naacl_content(line):
             continue
         match = _NAACL_LINE.fullmatch(line.strip())
         if match is None:

@@ -442,8 +442,8 @@ def bleu_by_length(
     buckets: Sequence[int] = DEFAULT_BUCKETS,
     tokenize: str | None = None,
 ) -> list[BucketScore]:
-    """Corpus BLEU per bucket of source length (see `length_unit`); 0-length goes in the first.
-    (`tokenize`: BLEU's tokenisation, by default `bleu_tokenize`'s for these hypotheses.)"""
+    """Corpus BLEU per bucket of source length (see `length_unit`); an empty source goes in the
+    first, which then starts at 0 (its label says so). (`tokenize`: BLEU's tokenisation, by default `bleu_tokenize`'s for these hypotheses.)"""
     bounds = bucket_bounds(buckets)
     _check_parallel(hyps, refs)
     if len(sources) != len(hyps):
@@ -455,6 +455,8 @@ def bleu_by_length(
     members: list[list[int]] = [[] for _ in bounds]
     for index, line in enumerate(sources):
         members[bisect.bisect_left(buckets, source_length(line, unit))].append(index)
+    if any(source_length(sources[index], unit) == 0 for index in members[0]):
+        bounds[0] = (0, bounds[0][1])
     metric = _make_metric("bleu", tokenize or bleu_tokenize(refs, hyps))  # one for every bucket
     return [
         _bucket_score(lo, hi, indices, hyps, refs, metric)

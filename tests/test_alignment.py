@@ -670,6 +670,15 @@ def test_gold_files_take_ascii_digits_and_name_the_format_of_a_bad_naacl_line(tm
     assert read_gold(["1 1 2 S", "1 2 1 P"], "gold.naacl")[0].sure == {(0, 1)}
 
 
+def test_a_naacl_gold_may_open_with_comment_lines_and_a_pharaoh_gold_may_not():
+    from nmt_cli.alignment import read_gold
+
+    gold = read_gold(["# English-French, WPT-03 test", "", "1 1 2 S", "# sentence 2", "2 1 1 P"])
+    assert gold[0].sure == {(0, 1)} and gold[1].possible == {(0, 0)} and not gold[1].sure
+    with pytest.raises(InputError, match="line 1: cannot read '# aligned by hand'; expected Pha"):
+        read_gold(["# aligned by hand", "0-0 1-1"], "gold.wa")  # a Pharaoh line is a sentence
+
+
 def test_auto_units_of_a_model_follow_its_training_text():
     from types import SimpleNamespace
 

@@ -140,11 +140,13 @@ def test_bucket_edges_go_to_the_right_bucket():
     lengths = [0, 1, 10, 11, 20, 40, 41, 99]
     sources = [_words(n) for n in lengths]
     buckets = bleu_by_length(sources, sources, [sources])
-    assert [b.label for b in buckets] == ["1–10", "11–20", "21–30", "31–40", "41+"]
+    assert [b.label for b in buckets] == ["0–10", "11–20", "21–30", "31–40", "41+"]
     assert [b.count for b in buckets] == [3, 2, 0, 1, 2]  # 0,1,10 | 11,20 | – | 40 | 41,99
-    assert [(b.lo, b.hi) for b in buckets] == [(1, 10), (11, 20), (21, 30), (31, 40), (41, None)]
+    assert [(b.lo, b.hi) for b in buckets] == [(0, 10), (11, 20), (21, 30), (31, 40), (41, None)]
     assert buckets[2].bleu is None
     assert all(b.bleu == pytest.approx(100) for b in buckets if b.count)
+    without_empty = bleu_by_length(sources[1:], sources[1:], [sources[1:]])
+    assert (without_empty[0].label, without_empty[0].count) == ("1–10", 2)  # no empty source
 
 
 def test_custom_buckets():
