@@ -37,6 +37,38 @@ def test_round_trip_rebuilds_identical_model(tmp_path):
         assert torch.equal(a, b), name
 
 
+def test_a_config_of_an_enormous_network_its_weights_do_not_fit_is_refused_before_allocating(
+    tmp_path,
+):
+    """16 layers of 4,096 units (the largest a config may ask for: 45 GB of float32) in the
+    stored config, the weights of a tiny model beside them: refused from shapes alone. Run under a 3 GiB address-space limit,
+    so a loader that allocated the network first would fail there instead of taking the
+    machine's memory."""
+    config = small_config()
+    weights = Seq2Seq(config.model).state_dict()
+    huge = config.to_dict()
+    huge["model"].update(layers=16, hidden_size=4096, emb_size=4096)
+    path = tmp_path / "model.pt"
+    checkpoint.save(path, {"config": huge, "weights": weights})
+    script = textwrap.dedent(f"""
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+        from pathlib import Path
+        from nmt_cli import checkpoint
+        from nmt_cli.errors import ArtifactError
+        path = Path({str(path)!r})
+        try:
+            checkpoint.build_model(checkpoint.load(path), path)
+        except ArtifactError as exc:
+            print(exc)
+    """)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "the weights do not fit the stored configuration" in done.stdout, done.stdout
+
+
 class _Payload:
     """Unpickling this runs `touch <marker>`: what a hostile model file would do."""
 
