@@ -619,6 +619,33 @@ def test_align_writes_no_links_when_the_gold_file_does_not_fit_them(toy_model_di
         assert invoke(*args, "--png", picture).exit_code == 0 and picture.stat().st_size > 0
 
 
+def test_align_writes_its_score_as_json_where_asked_and_only_when_scored(toy_model_dir, tmp_path):
+    from nmt_cli.alignment import parse_pharaoh, read_gold, score_alignments
+
+    gold, scores = tmp_path / "gold.align", tmp_path / "score.json"
+    gold.write_text("0-1 1-0\n0-0\n", encoding="utf-8")
+    text = "apple river ||| RIVER APPLE\ngreen bird ||| BIRD GREEN\n"
+    args = ["align", "-m", toy_model_dir, "--view", "none", "--gold", gold]
+    result = invoke(*args, "--score-json", scores, input=text)
+    assert result.exit_code == 0, result.output
+    links = [parse_pharaoh(line) for line in result.stdout.splitlines()]
+    expected = score_alignments(links, read_gold(gold))
+    record = json.loads(scores.read_text(encoding="utf-8"))
+    assert record["aer"] == pytest.approx(expected.aer) and record["pairs"] == 2
+    assert (record["predicted_links"], record["sure_gold_links"]) == (expected.predicted, 3)
+    assert f"AER {expected.aer * 100:.2f}%" in result.stderr  # the line is still said
+    scores.unlink()
+    result = invoke(*args[:-2], "--score-json", scores, input=text)  # no gold: nothing to score
+    assert result.exit_code == 2 and "--score-json writes the score against gold links" in (
+        result.stderr
+    )
+    gold.write_text("0-1 1-0\n0-9\n", encoding="utf-8")  # a link outside its sentence
+    assert invoke(*args, "--score-json", scores, input=text).exit_code == 2
+    result = invoke(*args, "--score-json", gold, input=text)  # the gold file itself
+    assert result.exit_code == 2 and "also an input" in result.stderr
+    assert not scores.exists() and gold.read_text(encoding="utf-8") == "0-1 1-0\n0-9\n"
+
+
 def test_align_checks_every_pair_of_an_input_file_before_writing_any(toy_model_dir, tmp_path):
     pairs = tmp_path / "pairs.txt"
     pairs.write_text("apple river ||| RIVER APPLE\nno separator here\n", encoding="utf-8")

@@ -111,6 +111,12 @@ def align(
     png: Path | None = _output(
         None, "Draw the first pair's heatmap to this PNG (matplotlib).", "--png"
     ),
+    score_json: Path | None = _output(
+        None,
+        "With --gold: also write the score (AER, precision, recall, the link counts) to this "
+        "file as JSON.",
+        "--score-json",
+    ),
     beam: int = beam_option(help="Beam size when translating source-only input (1 = greedy)."),
     device: str = device_option(),
     threads: int = threads_option(),
@@ -167,6 +173,12 @@ def align(
         link_prior=link_prior or 0.0,
     )
     _check_options(options)
+    if score_json is not None:
+        if gold is None:
+            raise ConfigError("--score-json writes the score against gold links: add --gold FILE")
+        from nmt_cli.atomic import check_output_file
+
+        check_output_file(score_json, "--score-json", [*read, model, reverse_model, png])
     search = SearchOptions(beam_size=beam).check()
     check_device_options(device, threads)
     if png is not None:
@@ -226,6 +238,7 @@ def align(
     if view == "auto":
         view = "heatmap" if sys.stdout.isatty() and not json_output else "none"
     output = AlignOutput(view=view, json_output=json_output, gold=gold, png=png)
+    output.score_json = score_json
     output.note = _view_note(options, corpus_prior, reverse is not None, link_prior is None)
     output.check_gold(pair_count)  # a bad gold file fails before anything is aligned
     if pair_files is not None:

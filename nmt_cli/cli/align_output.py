@@ -22,6 +22,7 @@ class AlignOutput:
         self.gold: list | None = None
         self.listed: int | None = None  # a NAACL gold: the last sentence it has a link for
         self.note: str | None = None  # said under the first view (what else the links weigh)
+        self.score_json: Path | None = None  # where the score is also written, as JSON
 
     def check_gold(self, pairs: int | None = None) -> None:
         """Read the gold file, if any: an empty one, or one of another length than the `pairs`
@@ -255,6 +256,22 @@ class AlignOutput:
             f"recall {score.recall * 100:.2f}%  ({score.predicted:,} links predicted, "
             f"{score.sure:,} sure gold links, {pairs:,} pairs{left_out})"
         )
+        if self.score_json is not None:
+            from nmt_cli.atomic import write_text
+
+            record = {
+                "gold": str(self.gold_path),
+                "pairs": pairs,
+                "aer": score.aer,
+                "precision": score.precision,
+                "recall": score.recall,
+                "predicted_links": score.predicted,
+                "sure_gold_links": score.sure,
+                "sure_hits": score.sure_hits,  # predicted links that are sure gold links
+                "possible_hits": score.possible_hits,  # ... that are gold links (sure or not)
+                "gold_links_to_null_left_out": nulls,
+            }
+            write_text(self.score_json, json.dumps(record, indent=1) + "\n")
 
 
 def _alignments(count: int) -> str:
