@@ -29,6 +29,12 @@ class Progress:
     validated_step: int = -1  # the step last validated: a resume does not validate it again
     bad_validations: int = 0
     lr_scale: float = 1.0  # plateau decay applied so far
+    # The best score of the validations on the schedule (every --valid-every updates, each
+    # epoch's end), what the plateau decay and --patience compare with. The validation a run
+    # makes where a budget stops it off the schedule counts for `best_bleu` (the saved model)
+    # only, so a run resumed from there decays as an uninterrupted one. None: as `best_bleu`
+    # (a checkpoint saved before the field).
+    schedule_best: float | None = None
     tokens_seen: int = 0
     train_seconds: float = 0.0
 

@@ -187,7 +187,7 @@ class Trainer:
         if self.stop.is_set():
             self._interrupt(clock)
         if self.progress.step % t.valid_every != 0 or not self._has_best():
-            self._validate_and_save()
+            self._validate_and_save(scheduled=False)  # the model as it stopped, for the best
         self.progress.train_seconds = clock.total()
         self._save_last()
         self._emit(self._progress_event("done"))
@@ -268,29 +268,34 @@ class Trainer:
         self._emit(Event("warning", {"step": step, "message": message}))
 
     # -- validation and checkpoints ------------------------------------------------------
-    def _validate_and_save(self) -> None:
+    def _validate_and_save(self, scheduled: bool = True) -> None:
         """Rank 0 validates and saves; the others wait, then take its early-stopping state.
         Nothing to do when this step was validated already (a run that stopped at the end of
-        an epoch, resumed)."""
+        an epoch, resumed). A validation off the schedule (`scheduled=False`: where a budget
+        stopped the run) may save the best model but leaves the schedule's state alone."""
         if self.progress.step == self.progress.validated_step:
             return
         if self.ranks.main:
-            self._validate_on_main()
+            self._validate_on_main(scheduled)
         barrier(self.ranks)
         self.progress = Progress(**broadcast(asdict(self.progress), self.ranks))
 
-    def _validate_on_main(self) -> None:
+    def _validate_on_main(self, scheduled: bool) -> None:
         scores = self.validate(self.model)
         p = self.progress
         p.validated_step = p.step
-        improved = scores.score(p.step) > p.best_bleu
+        score = scores.score(p.step)
+        schedule_best = p.best_bleu if p.schedule_best is None else p.schedule_best
+        improved = score > p.best_bleu
         if improved:
-            p.best_bleu, p.best_step, p.bad_validations = scores.score(p.step), p.step, 0
-            p.best_by = scores.scored_by()
+            p.best_bleu, p.best_step, p.best_by = score, p.step, scores.scored_by()
             checkpoint.save_best(
                 self.model_dir, self.config.to_dict(), self._weights(), self._meta()
             )
-        else:
+        if scheduled and score > schedule_best:
+            p.schedule_best, p.bad_validations = score, 0
+        elif scheduled:
+            p.schedule_best = schedule_best
             p.bad_validations += 1
             if self.config.train.schedule == "plateau":
                 p.lr_scale *= self.config.train.decay_factor

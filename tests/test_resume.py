@@ -40,6 +40,37 @@ def test_resumed_run_matches_uninterrupted_run(toy_data_dir, tmp_path):
         assert torch.equal(tensor, b["weights"][name]), name
 
 
+def test_a_run_resumed_after_a_budget_stop_off_the_validation_schedule_matches_one_run(
+    toy_data_dir, tmp_path
+):
+    """Stopped by --max-steps 12 with --valid-every 5, a run validates its last weights (for
+    the best model); that validation must not decay the learning rate or count against
+    --patience, or the resumed run would train on at another rate than an uninterrupted one."""
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    plateau = ("--patience", "0", "--lr", "0.00001")  # the default schedule: plateau decay
+    assert (
+        invoke(
+            "train", toy_data_dir, "-o", straight, *TINY, *plateau, "--max-steps", "22"
+        ).exit_code
+        == 0
+    )
+    first = invoke("train", toy_data_dir, "-o", split, *TINY, *plateau, "--max-steps", "12")
+    assert first.exit_code == 0, first.output
+    stopped = checkpoint.load(split / checkpoint.LAST_FILE)["progress"]
+    assert stopped["validated_step"] == 12  # it did validate where it stopped
+    resumed = invoke(
+        "train", toy_data_dir, "-o", split, *TINY, *plateau, "--max-steps", "22", "--resume"
+    )
+    assert resumed.exit_code == 0, resumed.output
+    a = checkpoint.load(straight / checkpoint.LAST_FILE)
+    b = checkpoint.load(split / checkpoint.LAST_FILE)
+    assert a["progress"]["lr_scale"] < 1.0  # the schedule did decay: the test tells apart
+    for field in ("step", "lr_scale", "bad_validations", "schedule_best"):
+        assert a["progress"].get(field) == b["progress"].get(field), field
+    for name, tensor in a["weights"].items():
+        assert torch.equal(tensor, b["weights"][name]), name
+
+
 def _files(model_dir):
     return {p.name: p.read_bytes() for p in model_dir.iterdir() if p.is_file()}
 
