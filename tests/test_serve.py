@@ -167,7 +167,7 @@ def test_a_line_ending_in_a_carriage_return_is_read_as_its_text(client, expected
 
 
 def test_the_listening_socket_takes_ipv6_and_every_interface_and_port_0():
-    from nmt_cli.cli.serve import _listen
+    from nmt_cli.cli.serve import _every_interface, _listen
 
     for host in ("127.0.0.1", ""):  # "": every interface, as uvicorn reads it
         with _listen(host, 0) as listening:
@@ -175,6 +175,9 @@ def test_the_listening_socket_takes_ipv6_and_every_interface_and_port_0():
             # asyncio sets TCP_NODELAY on the connections of a TCP-named socket only: with
             # proto 0, Nagle's algorithm held each answer ~40 ms (make bench-serve, 1 client)
             assert listening.proto == socket.IPPROTO_TCP
+    for host, everywhere in (("0", True), ("0.0.0.0", True), ("", True), ("127.0.0.1", False)):
+        with _listen(host, 0) as listening:  # "0" binds every interface as "0.0.0.0" does
+            assert _every_interface(listening) is everywhere, host  # and gets the warning
     with _listen("127.0.0.1", 0) as bound:  # bound while the model loads, not listening:
         with pytest.raises(ConnectionRefusedError):  # a client is refused, not left hanging
             socket.create_connection(("127.0.0.1", bound.getsockname()[1]), timeout=5)
@@ -187,6 +190,21 @@ def test_the_listening_socket_takes_ipv6_and_every_interface_and_port_0():
         pytest.skip("no IPv6 loopback on this machine")
     with _listen("::1", 0) as listening:
         assert listening.family == socket.AF_INET6 and listening.getsockname()[1] > 0
+
+
+def test_a_second_server_bound_to_the_port_while_the_first_loads_is_refused_at_listening():
+    """Both bind (SO_REUSEADDR lets a second socket bind a port no one listens on yet); the
+    one that listens second gets the one-line error, before it would say it serves."""
+    from nmt_cli.cli.serve import _listen, _start_listening
+    from nmt_cli.errors import ConfigError
+
+    with _listen("127.0.0.1", 0) as first:
+        port = first.getsockname()[1]
+        with _listen("127.0.0.1", port) as second:
+            _start_listening(first, "127.0.0.1", port)
+            with pytest.raises(ConfigError, match=f"cannot listen on 127.0.0.1:{port} "):
+                _start_listening(second, "127.0.0.1", port)
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()  # the first listens
 
 
 def test_serve_on_port_0_says_the_port_it_serves_on(toy_model_dir):
@@ -302,6 +320,21 @@ def test_other_bad_requests_also_get_one_line_json(client, method, path, body, s
     assert response.status_code == status and response.json()["error"]
 
 
+def test_a_compressed_body_and_a_trailing_slash_get_one_line_json(client):
+    import gzip
+
+    body = gzip.compress(b'{"q": "apple"}')
+    response = client.post("/translate", content=body, headers={"Content-Encoding": "gzip"})
+    assert response.status_code == 415 and "send the JSON uncompressed" in response.json()["error"]
+    for path in ("/translate/", "/translator/translate/"):  # no empty redirect to follow
+        response = client.post(path, json={"q": "apple"}, follow_redirects=False)
+        assert response.status_code == 404 and response.json()["error"], path
+    identity = client.post(
+        "/translate", json={"q": "apple"}, headers={"Content-Encoding": "identity"}
+    )
+    assert identity.status_code == 200
+
+
 @pytest.mark.parametrize(
     ("body", "said"),
     [
@@ -314,6 +347,47 @@ def test_other_bad_requests_also_get_one_line_json(client, method, path, body, s
 def test_opennmt_api_errors_say_what_its_own_format_needs(client, body, said):
     response = client.post("/translator/translate", content=body)
     assert response.status_code == 422 and said in response.json()["error"]
+
+
+def test_a_client_gone_while_sending_its_body_leaves_no_traceback_and_the_server_goes_on(
+    translator, expected
+):
+    import logging
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    with serving(translator) as url:
+        logging.getLogger("uvicorn.error").addHandler(handler)
+        try:
+            port = int(url.rsplit(":", 1)[1])
+            with socket.create_connection(("127.0.0.1", port)) as client:
+                client.sendall(
+                    b'POST /translate HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n{"q": '
+                )  # and gone, 4,994 bytes short
+            time.sleep(0.5)
+            answer = httpx.post(f"{url}/translate", json={"q": LINES[0]}, timeout=60)
+        finally:
+            logging.getLogger("uvicorn.error").removeHandler(handler)
+    assert answer.json()["translations"][0]["translation"] == expected[LINES[0]]
+    assert [r.getMessage() for r in records if r.levelno >= logging.ERROR] == []
+
+
+def test_a_body_that_stalls_is_refused_after_a_while(translator, monkeypatch):
+    from nmt_cli.serve import app
+
+    monkeypatch.setattr(app, "_BODY_S", 0.5)
+    with serving(translator) as url:
+        port = int(url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as client:
+            client.sendall(
+                b'POST /translate HTTP/1.1\r\nHost: x\r\nContent-Length: 14\r\n\r\n{"q":'
+            )  # and nothing more
+            answer = b""
+            while not answer.endswith(b"}") and (chunk := client.recv(65536)):
+                answer += chunk
+    answer = answer.decode()
+    assert answer.startswith("HTTP/1.1 408") and "did not arrive within 0.5 s (5 bytes" in answer
 
 
 def test_a_request_whose_client_went_away_is_cancelled():
@@ -791,6 +865,36 @@ def test_a_pool_replaces_a_process_that_dies_and_serves_with_the_new_one(toy_mod
         request = TranslateRequest(lines=LINES[:3], beam=5, align=False)
         answer = pool.workers[1].submit(request).result(timeout=60)
         assert [a["translation"] for a in answer] == [expected[line] for line in LINES[:3]]
+    finally:
+        pool.close(timeout=30)
+    assert not _nmt_children()
+
+
+def test_a_pool_does_not_replace_a_process_with_one_of_weights_changed_since(
+    toy_model_dir, tmp_path
+):
+    """A training or `nmt average --force` into the served directory: a replacement would load
+    the new weights and answer otherwise than the processes still running the old ones."""
+    served = tmp_path / "served"
+    shutil.copytree(toy_model_dir, served)
+    said: list[str] = []
+    spec = ModelSpec((served,), device="cpu", threads=1)
+    pool = WorkerPool(spec, workers=2, notify=said.append, restart_after=0).start()
+    try:
+        weights = served / "model.pt"
+        weights.write_bytes(weights.read_bytes())  # rewritten: another modification time
+        dead = pool.workers[1]._process
+        dead.kill()
+        deadline = time.monotonic() + 60
+        while not said:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert said == [
+            "translating process 2 exited (code -9); not restarted: the weights it would load "
+            "changed since the service started, and it would answer otherwise than the "
+            "others: restart nmt serve to serve the new weights"
+        ]
+        assert not pool.healthy and pool.workers[1]._process is dead  # /health says 503
     finally:
         pool.close(timeout=30)
     assert not _nmt_children()

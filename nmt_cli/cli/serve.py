@@ -82,7 +82,7 @@ def serve(
         stderr_console().print(f"nmt: {message}", markup=False)
 
     _warn_when_rates_damaged(model[0], say)
-    if host in ("0.0.0.0", "::", ""):
+    if _every_interface(listening):
         say(
             f"warning: --host {host or '(all)'} listens on every network interface: whoever "
             "reaches this machine can use the service (it has no authentication)"
@@ -102,6 +102,7 @@ def serve(
         serving = (
             f"serving {' + '.join(map(str, model))} on http://{address}:{port}/ (Ctrl-C to stop)"
         )
+        _start_listening(listening, host, port)
         with _quiet_when_forced(server):
             _serve_until_signalled(server, lambda: say(serving), [listening])
     finally:
@@ -169,6 +170,28 @@ def _serve_until_signalled(server, announce, sockets=None) -> None:
             signal.signal(sig, handler)
 
 
+def _every_interface(listening: socket.socket) -> bool:
+    """Whether the socket is bound to every interface, however --host spelled it ("0",
+    "::0", "0.0.0.0", "")."""
+    import ipaddress
+
+    return ipaddress.ip_address(listening.getsockname()[0].split("%")[0]).is_unspecified
+
+
+def _start_listening(listening: socket.socket, host: str, port: int) -> None:
+    """Listen on the socket `_listen` bound, once the model is loaded: before "serving" is
+    said. Two sockets bound to one port (both with SO_REUSEADDR) cannot both listen, so a
+    second `nmt serve` started on the port while the first loaded is refused here."""
+    from nmt_cli.errors import ConfigError
+
+    try:
+        listening.listen(2048)  # uvicorn's backlog; it listens again, to no effect
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot listen on {host}:{port} ({exc.strerror}): pick another --port or --host"
+        ) from None
+
+
 def _check_serve_options(
     beam, max_beam, max_lines, max_chars, max_batch, window_ms, workers
 ) -> None:
@@ -193,9 +216,10 @@ def _check_serve_options(
 
 def _listen(host: str, port: int):
     """The socket of the service, bound before the model is loaded, so that an address that
-    cannot be listened on is refused at once (for port 0, the system picks a free port), and
-    no one takes the port meanwhile. It listens only once uvicorn serves: until then a
-    client is refused, not left hanging. An IPv6 address binds IPv6; "" and "::" bind every
+    cannot be listened on is refused at once (for port 0, the system picks a free port). It
+    listens only once the model is loaded (`_start_listening`): until then a client is
+    refused, not left hanging, and another server bound to the port meanwhile (as this one
+    is, with SO_REUSEADDR) is found out there. An IPv6 address binds IPv6; "" and "::" bind every
     interface, IPv4 and IPv6 where the system can."""
     from nmt_cli.errors import ConfigError
 

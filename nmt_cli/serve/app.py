@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from nmt_cli.errors import NmtError
 from nmt_cli.render.heatmap import colour_scale
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
 
 
 _DISCONNECT_POLL_S = 0.2  # how often a waiting request checks that its client is still there
+_BODY_S = 30.0  # a body still coming after this long is refused (408): nor does a stalled
+# upload keep a stopping server (SIGTERM) waiting without end
 
 
 def _gone() -> JSONResponse:
@@ -60,7 +63,14 @@ def create_app(
         yield
         translator.close()  # after the server has drained its requests: finishes what is queued
 
-    app = FastAPI(title="nmt", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(
+        title="nmt",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+        redirect_slashes=False,  # /translate/ is a 404 in JSON, not an empty 307 to follow
+    )
     page = _page()
 
     @app.exception_handler(RequestError)
@@ -81,6 +91,10 @@ def create_app(
     @app.exception_handler(WorkerStopped)
     async def unavailable(_request, exc: WorkerStopped):  # its process stopped: as /health says
         return JSONResponse({"error": _first_line(exc)}, status_code=503)
+
+    @app.exception_handler(ClientDisconnect)
+    async def gone_while_sending(_request, _exc: ClientDisconnect):  # it left mid-body
+        return _gone()
 
     @app.exception_handler(_Stopped)
     async def stopped(_request, _exc: _Stopped):  # a second Ctrl-C: the answer its client gets
@@ -148,15 +162,27 @@ def create_app(
 async def _body(request: Request, limits: Limits) -> bytes:
     """The body, refused unread when its declared length is over the limit, and refused as
     soon as more than the limit has come when it declares none (chunked)."""
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise RequestError(
+            f"Content-Encoding {encoding} is not supported: send the JSON uncompressed", 415
+        )
     declared = request.headers.get("content-length", "")
     if declared.isdigit():
         check_size(int(declared), limits)
     chunks, size = [], 0
     try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            check_size(size, limits)
-            chunks.append(chunk)
+        async with asyncio.timeout(_BODY_S):
+            async for chunk in request.stream():
+                size += len(chunk)
+                check_size(size, limits)
+                chunks.append(chunk)
+    except TimeoutError:
+        raise RequestError(
+            f"the request body did not arrive within {_BODY_S:g} s ({size:,} bytes came): "
+            "send it whole, at once",
+            408,
+        ) from None
     except asyncio.CancelledError:  # a forced stop while the body was still coming
         raise _Stopped() from None
     return b"".join(chunks)

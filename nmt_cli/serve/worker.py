@@ -415,6 +415,9 @@ class WorkerPool:
         self.busy = flags
 
         self._spawn = process = partial(self._new_process, flags if count > 1 else None)
+        # the weights files as the processes load them: one that changes since is not loaded
+        # into a replacement, which would answer otherwise than the others
+        self._weights = _weights_stamp(self.spec)
         self.workers = [process(0).start()]
         launched: list[WorkerProcess] = []
         try:
@@ -447,11 +450,19 @@ class WorkerPool:
             if self._closing or index >= len(self.workers) or self.workers[index] is not dead:
                 return
             thread = None
-            if lived >= self.restart_after:
+            changed = _weights_stamp(self.spec) != self._weights
+            if lived >= self.restart_after and not changed:
                 self._loading[index] = replacement = self._spawn(index)
                 thread = threading.Thread(target=self._replace, args=(index, replacement))
                 thread.daemon = True
                 self._restarts = [*(t for t in self._restarts if t.is_alive()), thread]
+        if thread is None and changed:
+            self.notify(
+                f"translating process {index + 1} exited (code {dead.exitcode}); not restarted: "
+                "the weights it would load changed since the service started, and it would "
+                "answer otherwise than the others: restart nmt serve to serve the new weights"
+            )
+            return
         if thread is None:
             self.notify(
                 f"translating process {index + 1} exited (code {dead.exitcode}) {lived:.0f} s "
@@ -505,6 +516,22 @@ class WorkerPool:
             worker.wait_closed(max(0.0, deadline - time.monotonic()))
         for thread in self._restarts:
             thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def _weights_stamp(spec: ModelSpec) -> list[tuple | None]:
+    """Size, modification time and inode of each model's weights file (None: missing): a new
+    training, `--resume` or `nmt average --force` into a served directory changes it."""
+    from nmt_cli.checkpoint import MODEL_FILE
+
+    stamps = []
+    for model in spec.models:
+        try:
+            found = (Path(model) / MODEL_FILE).stat()
+        except OSError:
+            stamps.append(None)
+            continue
+        stamps.append((found.st_size, found.st_mtime_ns, found.st_ino))
+    return stamps
 
 
 class CoreShare:
