@@ -152,22 +152,28 @@ class Translator:
                 )
         translator = cls(loaded.model, config, src_tok, tgt_tok, loaded.device, model_dir)
         translator.meta = loaded.meta
-        if shortlist is None:
-            shortlist = (
-                not partners
-                and loaded.device.type == "cpu"
-                and checkpoint.shortlist_by_default(model_dir, loaded.meta)
-            )
-        if shortlist:
-            path = model_dir / checkpoint.SHORTLIST_FILE
-            translator.shortlist = Shortlist.load(path).check(
-                config.model.src_vocab_size, config.model.tgt_vocab_size, path
-            )
-            translator.output = OutputLayer.of(loaded.model.generator)
         for other in partners:
             _check_same_target(model_dir, Path(other))
             translator.partners.append(cls.load(other, device, quantize, threads, bf16=bf16))
-        return translator
+        return translator.use_shortlist(shortlist)
+
+    def use_shortlist(self, shortlist: bool | None) -> Translator:
+        """Search with the model's shortlist (True), without (False), or as its training found
+        (None: `checkpoint.shortlist_by_default`, on a CPU and for one model)."""
+        if shortlist is None:
+            shortlist = (
+                not self.partners
+                and self.device.type == "cpu"
+                and checkpoint.shortlist_by_default(self.model_dir, self.meta)
+            )
+        self.shortlist, self.output = None, None
+        if shortlist:
+            vocab, path = self.config.model, self.model_dir / checkpoint.SHORTLIST_FILE
+            self.shortlist = Shortlist.load(path).check(
+                vocab.src_vocab_size, vocab.tgt_vocab_size, path
+            )
+            self.output = OutputLayer.of(self.model.generator)
+        return self
 
     def check(self, options: SearchOptions) -> SearchOptions:
         """`options` if this model can search with them (ConfigError, exit 2, if not): a beam

@@ -289,6 +289,35 @@ def _with_record(model, **fields) -> None:
     (model / "meta.json").write_text(json.dumps({**meta, "shortlist": record}))
 
 
+def test_align_translates_source_only_input_as_translate_align_does(toy_model_dir, tmp_path):
+    """With the shortlist the model's training chose (or --no-shortlist), `nmt align` links
+    the translation that `nmt translate --align` prints (it searched without the shortlist);
+    sentence pairs are aligned as given, so --shortlist with them is refused."""
+    import shutil
+
+    meta = json.loads((toy_model_dir / "meta.json").read_text())
+    model = tmp_path / "model"
+    shutil.copytree(toy_model_dir, model)
+    _with_record(model, default=True, step=meta["step"])
+    text = "\n".join(LINES) + "\n"
+    for flags in ((), ("--no-shortlist",), ("--shortlist",)):
+        translated = invoke("translate", "-m", model, "--json", *flags, input=text)
+        aligned = invoke("align", "-m", model, "--json", "--view", "none", *flags, input=text)
+        assert translated.exit_code == aligned.exit_code == 0, aligned.output
+        assert [json.loads(line)["translation"] for line in translated.stdout.splitlines()] == [
+            json.loads(line)["target"] for line in aligned.stdout.splitlines()
+        ], flags
+    (model / "shortlist.npz").write_bytes(b"junk")  # the default's shortlist is read
+    damaged = invoke("align", "-m", model, "--view", "none", input=text)
+    assert damaged.exit_code == 3 and "damaged or not a shortlist" in damaged.stderr
+    pairs = f"{LINES[0]} ||| {LINES[0]}\n"
+    assert invoke("align", "-m", model, "--view", "none", input=pairs).exit_code == 0  # unread
+    src = tmp_path / "a.src"
+    src.write_text(LINES[0] + "\n", encoding="utf-8")
+    refused = invoke("align", "-m", model, "--src", src, "--tgt", src, "--no-shortlist")
+    assert refused.exit_code == 2 and "drop --no-shortlist" in refused.stderr
+
+
 def test_translate_uses_the_shortlist_by_default_where_training_found_it_costs_nothing(
     toy_model_dir, tmp_path
 ):

@@ -15,6 +15,7 @@ from nmt_cli.cli.options import (
     in_panel,
     model_option,
     option,
+    shortlist_option,
     threads_option,
 )
 
@@ -118,6 +119,7 @@ def align(
         "--score-json",
     ),
     beam: int = beam_option(help="Beam size when translating source-only input (1 = greedy)."),
+    shortlist: bool | None = shortlist_option(),
     device: str = device_option(),
     threads: int = threads_option(),
 ) -> None:
@@ -187,10 +189,14 @@ def align(
         check_plot_path(png, "--png", [src, tgt, tsv, input, gold, model, reverse_model])
     hold_pipes([src, tgt, tsv, gold])  # read twice (checked through, then aligned): once here
     pair_files, pair_count = _checked_pair_files(src, tgt, tsv, input) or (None, None)
-    beam_given = bool(given_on_the_command_line(context, ("beam",)))
+    # options of the translation of source-only input (as `nmt translate --align` makes it)
+    beam_given = [
+        "--beam" if name == "beam" else "--shortlist" if shortlist else "--no-shortlist"
+        for name in given_on_the_command_line(context, ("beam", "shortlist"))
+    ]
     if pair_files is not None and beam_given:
-        raise _beam_without_translation()
-    translator = Translator.load(model, device=device, threads=threads)
+        raise _beam_without_translation(beam_given)
+    translator = Translator.load(model, device=device, threads=threads)  # shortlist: below
     reverse = None
     if reverse_model:
         from nmt_cli.checkpoint import check_reverse_of
@@ -256,7 +262,16 @@ def align(
     cut = LineWarnings()
     output.run(
         _stream_alignments(
-            translator, reverse, options, lines, name, search, rates, output, cut, beam_given
+            translator,
+            reverse,
+            options,
+            lines,
+            name,
+            (search, shortlist),
+            rates,
+            output,
+            cut,
+            beam_given,
         )
     )
     cut.finish()
@@ -503,12 +518,13 @@ def _check_lines(lines, name: str) -> None:
     collections.deque(parse_fast_align(rest, name) if form == "pairs" else rest, maxlen=0)
 
 
-def _beam_without_translation():
+def _beam_without_translation(given: list[str]):
     from nmt_cli.errors import ConfigError
 
+    flag = given[0]
     return ConfigError(
-        "--beam is how source-only input is translated before it is aligned; these are "
-        "sentence pairs, aligned as given: drop --beam"
+        f"{flag} is how source-only input is translated before it is aligned; these are "
+        f"sentence pairs, aligned as given: drop {flag}"
     )
 
 
@@ -518,13 +534,14 @@ def _stream_alignments(
     options,
     lines,
     name,
-    search,
+    translation,
     rates,
     output,
     cut: LineWarnings,
-    beam_given: bool = False,
+    beam_given: list[str] | None = None,
 ):
-    """`src ||| tgt` lines are aligned as given; plain source lines are translated first."""
+    """`src ||| tgt` lines are aligned as given; plain source lines are translated first, as
+    `nmt translate` would: `translation` is its (SearchOptions, --shortlist choice)."""
     from nmt_cli.aligner import align_pairs, align_translations, parse_fast_align
     from nmt_cli.errors import ConfigError
 
@@ -539,12 +556,14 @@ def _stream_alignments(
         )
     if form == "pairs":
         if beam_given:
-            raise _beam_without_translation()
+            raise _beam_without_translation(beam_given)
         pairs = _warn_when_cut(
             parse_fast_align(rest, name), translator, name, cut, output, options.unit
         )
         return align_pairs(translator, pairs, options, reverse, rates)
     sources = _warn_when_source_cut(rest, translator, name, cut)
+    search, shortlist = translation
+    translator.use_shortlist(shortlist)
     return align_translations(translator, sources, search, options, reverse, rates)
 
 
