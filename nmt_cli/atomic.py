@@ -183,6 +183,11 @@ def staged_directory(
             stage.chmod(0o777 & ~mask)
             for file in stage.iterdir():
                 file.chmod(0o666 & ~mask)
+            if not occupied and final.is_dir() and any(final.iterdir()):
+                raise InputError(  # another run wrote it meanwhile (its --force: its choice)
+                    f"{final} was written by another process while this one ran, so this "
+                    "one's output is dropped: choose another output directory or add --force"
+                )
             _move_into_place(stage, final)
         except OSError as exc:
             raise write_error(final, exc) from exc

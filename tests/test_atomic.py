@@ -9,7 +9,8 @@ import threading
 
 import pytest
 
-from nmt_cli.atomic import write_text
+from nmt_cli.atomic import staged_directory, write_text
+from nmt_cli.errors import InputError
 
 
 def test_a_regular_file_is_replaced_whole(tmp_path):
@@ -63,3 +64,19 @@ def test_a_full_disk_while_a_directory_is_written_names_the_directory(tmp_path):
             (stage / "train.src").write_text("a line\n")
             raise OSError(errno.ENOSPC, "No space left on device")
     assert not final.exists() and list(tmp_path.iterdir()) == []  # nothing half-written left
+
+
+def test_a_directory_another_run_wrote_meanwhile_is_kept_and_this_output_dropped(tmp_path):
+    """Two `nmt prepare -o same` at once, neither forced: both found no `same`; the one that
+    finishes second is refused instead of replacing the first one's directory in silence."""
+    final = tmp_path / "same"
+    with pytest.raises(InputError, match="was written by another process while this one ran"):
+        with staged_directory(final) as stage:
+            (stage / "mine.txt").write_text("mine", encoding="utf-8")
+            final.mkdir()  # the other run, done first
+            (final / "theirs.txt").write_text("theirs", encoding="utf-8")
+    assert [p.name for p in final.iterdir()] == ["theirs.txt"]
+    assert [p.name for p in tmp_path.iterdir()] == ["same"]  # nothing staged left
+    with staged_directory(final, force=True) as stage:  # forced: replaced, as asked
+        (stage / "mine.txt").write_text("mine", encoding="utf-8")
+    assert [p.name for p in final.iterdir()] == ["mine.txt"]
