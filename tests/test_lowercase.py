@@ -47,6 +47,11 @@ def test_lowercase_data_trains_a_model_that_lowercases_its_input(tmp_path):
         pairs.exit_code == 0
         and json.loads(pairs.stdout)["weights"] == json.loads(same.stdout)["weights"]
     )
+    told = "writes lowercase (its data was prepared with --lowercase) and"
+    for references, warned in ((dev_tgt, True), (data / "dev.tgt", False)):
+        scored = invoke("eval", "-m", model, "--src", dev_src, "--ref", references)
+        assert scored.exit_code == 0, scored.output
+        assert (told in " ".join(scored.stderr.split())) is warned, references
 
 
 def test_without_lowercase_the_text_keeps_its_case(toy_model_dir, toy_data_dir):

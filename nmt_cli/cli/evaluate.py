@@ -128,6 +128,7 @@ def evaluate(
             model[0], device, quantize, threads, shortlist, partners=model[1:], bf16=bf16
         )
         translator.check(search)
+        _warn_if_lowercased_against_capitals(translator, refs_paths, texts["refs"])
         hyps = _translate(translator, texts["src"], search, save_hyp)
         name_a = str(save_hyp or f"{' + '.join(map(str, model))} on {src}")
     sources = texts["src"] if with_length else None
@@ -165,6 +166,24 @@ def _warn_of_inputs(texts: dict, hyp, refs: list[Path], compare) -> None:
     translated = texts["hyp"] if texts["hyp"] is not None else texts["src"] or []  # -m: sources
     for problem in empty_reference_problems(translated, references):
         warn(problem)
+
+
+def _warn_if_lowercased_against_capitals(translator, refs: list[Path], texts) -> None:
+    """A model trained on `nmt prepare --lowercase` data writes lowercase only; against
+    references with capitals, every capital counts as an error in BLEU, chrF and TER (and
+    its dev BLEU, scored on lowercased references, is no guide to this score)."""
+    if not translator.meta.get("lowercase"):
+        return
+    for path, lines in zip(refs, texts, strict=True):
+        if any(line != line.lower() for line in lines):
+            from nmt_cli.cli.boundary import warn
+
+            warn(
+                f"{translator.model_dir} writes lowercase (its data was prepared with "
+                f"--lowercase) and {path} has capital letters: each counts as an error here; "
+                "lowercase the references for a score of what the model can write"
+            )
+            return
 
 
 def _name(path: Path | None) -> str | None:
