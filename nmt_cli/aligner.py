@@ -148,8 +148,11 @@ def model_unit(translator) -> str:
 
 def translation_words(translation, unit: str = AUTO_UNIT) -> WordAttention | None:
     """Word-level weights of a `Translation` from the attention its search kept, in `unit`
-    (`alignment.unit_for`; None when it kept none, or for an empty line)."""
+    (`alignment.unit_for`; None when it kept none, for an empty line, or for a translation
+    without a word: its pieces may still be a bare "▁", which no target word stands for)."""
     if translation.attention is None or not translation.pieces or not translation.src_pieces:
+        return None
+    if not translation.text.strip():
         return None
     unit = unit_for(unit, translation.source, translation.text)
     return merge_to_words(translation.attention, translation.src_pieces, translation.pieces, unit)

@@ -390,8 +390,15 @@ def _decode(raw: bytes, name: str, number: int, on_invalid: str) -> str:
             raise InputError(f"{where}: {_UTF16_HINT}") from None
         raise InvalidUtf8(
             f"{where} (byte {raw[exc.start]:#04x} at column {exc.start + 1}): re-encode it as "
-            "UTF-8, e.g. `iconv -f LATIN1 -t UTF-8`"
+            f"UTF-8, e.g. `iconv -f {_likely_codec(raw)} -t UTF-8`"
         ) from None
+
+
+def _likely_codec(raw: bytes) -> str:
+    """CP1252 (Windows) for bytes 0x80-0x9F that it writes (curly quotes, dashes, €): Latin-1
+    would turn them into invisible control characters; else LATIN1."""
+    c1 = {byte for byte in raw if 0x80 <= byte <= 0x9F}
+    return "CP1252" if c1 and not c1 & {0x81, 0x8D, 0x8F, 0x90, 0x9D} else "LATIN1"
 
 
 class InvalidUtf8(InputError):

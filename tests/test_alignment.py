@@ -647,6 +647,22 @@ def test_translation_links_of_unspaced_chinese_are_per_character_by_default():
     assert {j for _, j in as_words} == {0}  # the whole sentence one word: one target unit
 
 
+def test_a_translation_without_a_word_has_no_links():
+    """A search cut at one piece may end with a bare "▁": the text is empty, and no target
+    word is there to link (it printed ' ||| 2-0')."""
+    from nmt_cli.aligner import TranslationAligner
+    from nmt_cli.translator import Translation
+
+    translation = Translation(
+        source="Where is station",
+        text="",
+        src_pieces=["▁Where", "▁is", "▁station"],
+        pieces=["▁"],
+        attention=np.array([[0.1, 0.1, 0.8], [0.3, 0.3, 0.4]]),
+    )
+    assert TranslationAligner().links(translation) == set()
+
+
 def test_forced_alignment_reads_unspaced_chinese_in_characters_with_auto_units():
     rows = [[0.1, 0.8, 0.1], [0.1, 0.1, 0.8], [0.8, 0.1, 0.1], [0.3, 0.3, 0.4]]
     model = _Scripted(["▁Where", "▁is", "▁station"], ["▁火车", "站", "在哪里？"], rows)

@@ -59,6 +59,11 @@ def test_utf16_is_named_and_invalid_utf8_names_line_and_column(tmp_path):
         InputError, match=r"latin line 2 is not valid UTF-8 \(byte 0xfc at column 3\)"
     ):
         list(read_lines(latin))
+    with pytest.raises(InputError, match="iconv -f LATIN1 -t UTF-8"):
+        list(read_lines(latin))
+    windows = _file(tmp_path, "cp1252", "the caf\xe9 is \u201cgood\u201d\n".encode("cp1252"))
+    with pytest.raises(InputError, match="iconv -f CP1252 -t UTF-8"):  # not LATIN1: its curly
+        list(read_lines(windows))  # quotes would become invisible control characters
     replaced = iter_lines(io.BytesIO(b"Gr\xfc\n"), "<stdin>", on_invalid="replace")
     assert list(replaced) == ["Gr\ufffd"]
 
