@@ -35,6 +35,9 @@ class Progress:
     # only, so a run resumed from there decays as an uninterrupted one. None: as `best_bleu`
     # (a checkpoint saved before the field).
     schedule_best: float | None = None
+    # The validation of `validated_step` was that off-schedule one: where that step ends an
+    # epoch, a resumed run makes the epoch's validation again, on the schedule.
+    validated_off_schedule: bool = False
     tokens_seen: int = 0
     train_seconds: float = 0.0
 

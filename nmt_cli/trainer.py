@@ -272,8 +272,11 @@ class Trainer:
         """Rank 0 validates and saves; the others wait, then take its early-stopping state.
         Nothing to do when this step was validated already (a run that stopped at the end of
         an epoch, resumed). A validation off the schedule (`scheduled=False`: where a budget
-        stopped the run) may save the best model but leaves the schedule's state alone."""
-        if self.progress.step == self.progress.validated_step:
+        stopped the run) may save the best model but leaves the schedule's state alone; the
+        schedule's validation of that step, if it has one (the end of an epoch, reached by a
+        resumed run), is made all the same."""
+        p = self.progress
+        if p.step == p.validated_step and not (scheduled and p.validated_off_schedule):
             return
         if self.ranks.main:
             self._validate_on_main(scheduled)
@@ -283,7 +286,7 @@ class Trainer:
     def _validate_on_main(self, scheduled: bool) -> None:
         scores = self.validate(self.model)
         p = self.progress
-        p.validated_step = p.step
+        p.validated_step, p.validated_off_schedule = p.step, not scheduled
         score = scores.score(p.step)
         schedule_best = p.best_bleu if p.schedule_best is None else p.schedule_best
         improved = score > p.best_bleu
@@ -292,9 +295,11 @@ class Trainer:
             checkpoint.save_best(
                 self.model_dir, self.config.to_dict(), self._weights(), self._meta()
             )
-        if scheduled and score > schedule_best:
+        if not scheduled:
+            p.schedule_best = schedule_best  # as it was before: the schedule goes on from it
+        elif score > schedule_best:
             p.schedule_best, p.bad_validations = score, 0
-        elif scheduled:
+        else:
             p.schedule_best = schedule_best
             p.bad_validations += 1
             if self.config.train.schedule == "plateau":

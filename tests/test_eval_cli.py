@@ -288,6 +288,7 @@ class _FakeTranslator:
 
     def __init__(self, table: dict[str, str]):
         self.table = table
+        self.meta: dict = {}  # what training recorded: nothing here
 
     @classmethod
     def load(

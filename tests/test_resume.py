@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from cli_runner import invoke
@@ -40,35 +42,40 @@ def test_resumed_run_matches_uninterrupted_run(toy_data_dir, tmp_path):
         assert torch.equal(tensor, b["weights"][name]), name
 
 
-def test_a_run_resumed_after_a_budget_stop_off_the_validation_schedule_matches_one_run(
+def test_runs_resumed_after_budget_stops_off_the_validation_schedule_match_one_run(
     toy_data_dir, tmp_path
 ):
-    """Stopped by --max-steps 12 with --valid-every 5, a run validates its last weights (for
-    the best model); that validation must not decay the learning rate or count against
-    --patience, or the resumed run would train on at another rate than an uninterrupted one."""
-    straight, split = tmp_path / "straight", tmp_path / "split"
-    plateau = ("--patience", "0", "--lr", "0.00001")  # the default schedule: plateau decay
-    assert (
-        invoke(
-            "train", toy_data_dir, "-o", straight, *TINY, *plateau, "--max-steps", "22"
-        ).exit_code
-        == 0
-    )
-    first = invoke("train", toy_data_dir, "-o", split, *TINY, *plateau, "--max-steps", "12")
-    assert first.exit_code == 0, first.output
-    stopped = checkpoint.load(split / checkpoint.LAST_FILE)["progress"]
-    assert stopped["validated_step"] == 12  # it did validate where it stopped
-    resumed = invoke(
-        "train", toy_data_dir, "-o", split, *TINY, *plateau, "--max-steps", "22", "--resume"
-    )
-    assert resumed.exit_code == 0, resumed.output
+    """Stopped by --max-steps off the --valid-every schedule, a run validates its last weights
+    (for the best model). That validation must not decay the learning rate nor count against
+    --patience, and must not stand in for a validation the schedule makes at that step (the
+    end of an epoch), or the resumed run trains on at another rate than an uninterrupted one.
+    Stops: before the first validation, mid-epoch, and at the end of the first epoch."""
+    config = tmp_path / "schedule.toml"  # the rate decays from the first update on, unbounded
+    config.write_text("[train]\nwarmup_steps = 0\nmin_lr = 0.0\n", encoding="utf-8")
+    flags = (*TINY, "--config", config, "--patience", "0", "--lr", "0.001", "--valid-every", "7")
+    straight = tmp_path / "straight"
+    done = invoke("train", toy_data_dir, "-o", straight, *flags, "--max-steps", "30")
+    assert done.exit_code == 0, done.output
+    log = [json.loads(line) for line in (straight / "train.jsonl").read_text().splitlines()]
+    per_epoch = next(event["batches"] for event in log if event["event"] == "epoch")
+    assert per_epoch % 7 and per_epoch < 30  # the epoch ends off the schedule, in the run
     a = checkpoint.load(straight / checkpoint.LAST_FILE)
-    b = checkpoint.load(split / checkpoint.LAST_FILE)
     assert a["progress"]["lr_scale"] < 1.0  # the schedule did decay: the test tells apart
-    for field in ("step", "lr_scale", "bad_validations", "schedule_best"):
-        assert a["progress"].get(field) == b["progress"].get(field), field
-    for name, tensor in a["weights"].items():
-        assert torch.equal(tensor, b["weights"][name]), name
+    for stop in (3, 12, per_epoch):
+        split = tmp_path / f"split-{stop}"
+        first = invoke("train", toy_data_dir, "-o", split, *flags, "--max-steps", str(stop))
+        assert first.exit_code == 0, first.output
+        stopped = checkpoint.load(split / checkpoint.LAST_FILE)["progress"]
+        assert stopped["validated_step"] == stop  # it did validate where it stopped
+        resumed = invoke(
+            "train", toy_data_dir, "-o", split, *flags, "--max-steps", "30", "--resume"
+        )
+        assert resumed.exit_code == 0, resumed.output
+        b = checkpoint.load(split / checkpoint.LAST_FILE)
+        for field in ("step", "lr_scale", "bad_validations", "schedule_best"):
+            assert a["progress"].get(field) == b["progress"].get(field), (stop, field)
+        for name, tensor in a["weights"].items():
+            assert torch.equal(tensor, b["weights"][name]), (stop, name)
 
 
 def _files(model_dir):
