@@ -183,12 +183,10 @@ def staged_directory(
             stage.chmod(0o777 & ~mask)
             for file in stage.iterdir():
                 file.chmod(0o666 & ~mask)
-            if not occupied and final.is_dir() and any(final.iterdir()):
-                raise InputError(  # another run wrote it meanwhile (its --force: its choice)
-                    f"{final} was written by another process while this one ran, so this "
-                    "one's output is dropped: choose another output directory or add --force"
-                )
-            _move_into_place(stage, final)
+            if occupied or final.is_symlink():
+                _move_into_place(stage, final)
+            else:
+                _rename_onto_nothing(stage, final)
         except OSError as exc:
             raise write_error(final, exc) from exc
     except BaseException:
@@ -301,6 +299,22 @@ def _remove_empty(directories: list[Path]) -> None:
             continue
         except OSError:  # not empty: leave it and everything above
             return
+
+
+def _rename_onto_nothing(stage: Path, final: Path) -> None:
+    """Rename the finished `stage` to `final`, which was missing or empty when this run
+    began: a rename replaces no directory that holds files, so one that another run wrote
+    meanwhile (both started without --force) is kept, and this run is refused."""
+    try:
+        os.rename(stage, final)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+            raise
+        raise InputError(
+            f"{final} was written by another process while this one ran, so this one's "
+            "output is dropped: choose another output directory or add --force"
+        ) from None
+    _fsync_dir(final.parent)
 
 
 def _move_into_place(stage: Path, final: Path) -> None:

@@ -43,8 +43,8 @@ if TYPE_CHECKING:
 
 
 _DISCONNECT_POLL_S = 0.2  # how often a waiting request checks that its client is still there
-_BODY_S = 30.0  # a body still coming after this long is refused (408): nor does a stalled
-# upload keep a stopping server (SIGTERM) waiting without end
+_BODY_S = 30.0  # a body of which nothing more comes for this long is refused (408): nor
+# does a stalled upload keep a stopping server (SIGTERM) waiting without end
 
 
 def _gone() -> JSONResponse:
@@ -171,16 +171,20 @@ async def _body(request: Request, limits: Limits) -> bytes:
     if declared.isdigit():
         check_size(int(declared), limits)
     chunks, size = [], 0
+    stream = request.stream()
     try:
-        async with asyncio.timeout(_BODY_S):
-            async for chunk in request.stream():
-                size += len(chunk)
-                check_size(size, limits)
-                chunks.append(chunk)
+        while True:
+            try:  # each part within _BODY_S of the last: a slow link may take its time
+                chunk = await asyncio.wait_for(anext(stream), _BODY_S)
+            except StopAsyncIteration:
+                break
+            size += len(chunk)
+            check_size(size, limits)
+            chunks.append(chunk)
     except TimeoutError:
         raise RequestError(
-            f"the request body did not arrive within {_BODY_S:g} s ({size:,} bytes came): "
-            "send it whole, at once",
+            f"the request body stalled: nothing of it came for {_BODY_S:g} s ({size:,} bytes "
+            "came before): send it whole",
             408,
         ) from None
     except asyncio.CancelledError:  # a forced stop while the body was still coming

@@ -392,6 +392,7 @@ class WorkerPool:
         self._loading: dict[int, WorkerProcess] = {}  # slot -> its replacement, loading
         self._restarts: list[threading.Thread] = []
         self._spawn: Callable[[int], WorkerProcess] | None = None  # set by start
+        self._weights: list[tuple | None] = []  # set by start: see `_weights_stamp`
 
     @property
     def models(self) -> list[dict]:
@@ -415,9 +416,6 @@ class WorkerPool:
         self.busy = flags
 
         self._spawn = process = partial(self._new_process, flags if count > 1 else None)
-        # the weights files as the processes load them: one that changes since is not loaded
-        # into a replacement, which would answer otherwise than the others
-        self._weights = _weights_stamp(self.spec)
         self.workers = [process(0).start()]
         launched: list[WorkerProcess] = []
         try:
@@ -429,6 +427,9 @@ class WorkerPool:
                 launched.append(worker)
             for worker in rest:
                 self.workers.append(worker.wait_ready())
+            # the weights files as the processes loaded them: one changed since is not loaded
+            # into a replacement, which would answer otherwise than the others
+            self._weights = _weights_stamp(self.spec)
         except BaseException:
             for worker in launched:
                 if worker not in self.workers:
@@ -450,7 +451,8 @@ class WorkerPool:
             if self._closing or index >= len(self.workers) or self.workers[index] is not dead:
                 return
             thread = None
-            changed = _weights_stamp(self.spec) != self._weights
+            # (a lone process has no others: its replacement serves the new weights)
+            changed = len(self.workers) > 1 and _weights_stamp(self.spec) != self._weights
             if lived >= self.restart_after and not changed:
                 self._loading[index] = replacement = self._spawn(index)
                 thread = threading.Thread(target=self._replace, args=(index, replacement))
