@@ -36,7 +36,8 @@ def translate(
         1,
         "Print the N best translations, best first: `line ||| translation ||| score` "
         "(the line counted from 0, as Moses does; no feature field). The hypotheses are "
-        "piece sequences: two may read the same once joined.",
+        "piece sequences: two may read the same once joined. An empty line has one: the "
+        "empty translation.",
     ),
     length_penalty: float = length_penalty_option(_SEARCH),
     max_len_ratio: float = _search(2.0, "Output at most ratio × source pieces + 10."),
