@@ -231,6 +231,25 @@ def empty_reference_problems(
     ]
 
 
+def empty_hypothesis_problems(
+    name: str | os.PathLike, hyps: Sequence[str], refs: Sequence[Sequence[str]]
+) -> list[str]:
+    """What to say of a system's empty lines whose references are not empty: scored as
+    translations that say nothing (a file cut, or blanked, by mistake more often than not)."""
+    empty = [
+        number
+        for number, hyp in enumerate(hyps, start=1)
+        if not hyp.strip() and any(lines[number - 1].strip() for lines in refs)
+    ]
+    if not empty:
+        return []
+    share = f"all {len(hyps):,}" if len(empty) == len(hyps) else f"{len(empty):,} of {len(hyps):,}"
+    return [
+        f"{name}: {share} lines {_are(len(empty))} empty where the reference is not (the "
+        f"first: line {empty[0]:,}); each is scored as a translation that says nothing"
+    ]
+
+
 def _are(count: int, many: str = "are", one: str = "is") -> str:
     return one if count == 1 else many
 
@@ -254,11 +273,12 @@ def bleu_tokenize(refs: Sequence[Sequence[str]], *hyps: Sequence[str]) -> str:
     '13a', each system's hypotheses are asked the same (unsegmented output against segmented
     references would otherwise match no word), and if one of them is unsegmented, every
     system is scored with its tokenisation: a paired test scores both alike, and 'zh' and
-    'char' split ideographs and kana whatever the spaces between them."""
-    chosen = _tokenize_of(refs)
-    if chosen != "13a":
-        return chosen
-    asked = {_tokenize_of([h]) for h in hyps if len(h)}
+    'char' split ideographs and kana whatever the spaces between them. Several references
+    are asked one by one, alike: one unsegmented reference beside segmented ones is scored
+    with its tokenisation too (pooled, the segmented ones outvoted it)."""
+    asked = {_tokenize_of([stream]) for stream in refs if len(stream)}
+    if asked == {"13a"} or not asked:
+        asked = {_tokenize_of([h]) for h in hyps if len(h)}
     return "char" if "char" in asked else "zh" if "zh" in asked else "13a"
 
 

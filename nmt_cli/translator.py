@@ -154,7 +154,9 @@ class Translator:
         translator.meta = loaded.meta
         for other in partners:
             _check_same_target(model_dir, Path(other))
-            translator.partners.append(cls.load(other, device, quantize, threads, bf16=bf16))
+            partner = cls.load(other, device, quantize, threads, bf16=bf16)
+            _check_same_direction(translator, partner)
+            translator.partners.append(partner)
         return translator.use_shortlist(shortlist)
 
     def use_shortlist(self, shortlist: bool | None) -> Translator:
@@ -454,6 +456,21 @@ class TranslationStream:
                 )
                 done.append((tag, translation))
         return done
+
+
+def _check_same_direction(first: Translator, other: Translator) -> None:
+    """Refuse an ensemble member that translates between other languages than the first, as
+    their data directories recorded them: the two directions of one joint vocabulary share
+    every SentencePiece file, so the vocabulary check alone lets a zh→en model average its
+    log-probabilities into an en→zh one's."""
+    pairs = [(t.meta.get("src_lang"), t.meta.get("tgt_lang")) for t in (first, other)]
+    if None in pairs[0] or None in pairs[1] or pairs[0] == pairs[1]:
+        return  # unknown languages (not given to nmt prepare, nor found): nothing to compare
+    (src, tgt), (other_src, other_tgt) = pairs
+    raise ArtifactError(
+        f"{other.model_dir} translates {other_src}→{other_tgt} and {first.model_dir} "
+        f"{src}→{tgt}: an ensemble needs models of one direction"
+    )
 
 
 def _check_same_target(first: Path, other: Path) -> None:

@@ -37,6 +37,12 @@ def test_every_command_has_help(command):
          "'nmt -h'"),
         (["translate", "-m"], "error: option '-m' requires an argument; see 'nmt translate -h'"),
         (["--frob"], "error: no such option: --frob; see 'nmt -h'"),
+        (["eval", "--hyp", "a", "--ref", "r", "--hyp=b"], "error: --hyp was given 2 times, but "
+         "it takes one value: give it once; see 'nmt eval -h'"),
+        (["align", "-m", "A", "--model", "B"], "error: -m was given 2 times, but it takes one "
+         "value: give it once; see 'nmt align -h'"),
+        (["translate", "-m", "A", "-i", "a", "-i", "--beam"], "error: -i was given 2 times, but "
+         "it takes one value: give it once; see 'nmt translate -h'"),
     ],
 )  # fmt: skip
 def test_usage_errors_are_one_line_with_exit_code_2(args, message):

@@ -94,6 +94,26 @@ def test_models_with_other_target_vocabularies_are_refused(toy_model_dir, tmp_pa
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+def test_models_of_other_directions_are_refused_though_their_vocabulary_is_one(
+    toy_model_dir, tmp_path
+):
+    """en→zh and zh→en prepared from one corpus share every SentencePiece file: only the
+    languages their training recorded tell the directions apart."""
+    from nmt_cli import checkpoint
+
+    first, reverse = tmp_path / "first", tmp_path / "reverse"
+    for model, langs in ((first, ("en", "zh")), (reverse, ("zh", "en"))):
+        shutil.copytree(toy_model_dir, model)
+        payload = checkpoint.load(model / checkpoint.MODEL_FILE)
+        payload["meta"] = {**payload["meta"], "src_lang": langs[0], "tgt_lang": langs[1]}
+        checkpoint.save(model / checkpoint.MODEL_FILE, payload)
+    result = invoke("translate", "-m", first, "-m", reverse, input="apple\n")
+    assert result.exit_code == 3 and result.stdout == ""
+    assert f"{reverse} translates zh→en and {first} en→zh" in " ".join(result.stderr.split())
+    same = invoke("translate", "-m", first, "-m", first, input="apple\n")
+    assert same.exit_code == 0 and same.stdout.strip()
+
+
 def test_shortlist_takes_one_model(toy_model_dir):
     result = invoke(
         "translate", "-m", toy_model_dir, "-m", toy_model_dir, "--shortlist", input="apple\n"

@@ -82,6 +82,21 @@ def test_empty_reference_lines_inside_the_file_are_warned_of_and_scored(tmp_path
     assert second.exit_code == 0 and "no reference" not in second.stderr
 
 
+def test_empty_translations_of_lines_with_references_are_warned_of_and_scored(tmp_path):
+    hyps = Path(HYP).read_text(encoding="utf-8").splitlines()
+    holed = tmp_path / "holed.hyp"
+    holed.write_text("\n".join([*hyps[:2], "", *hyps[3:]]) + "\n", encoding="utf-8")
+    result = _eval("--hyp", str(holed), "--ref", REF, "--compare", HYP)
+    said = " ".join(result.stderr.split())
+    assert result.exit_code == 0 and "BLEU" in result.stdout
+    assert f"{holed}: 1 of {len(hyps)} lines is empty where the reference is not (the " in said
+    assert "(the first: line 3)" in said and f"{HYP}:" not in said  # the full one is quiet
+    blank = tmp_path / "blank.hyp"
+    blank.write_text("\n" * len(hyps), encoding="utf-8")
+    said = " ".join(_eval("--hyp", HYP, "--ref", REF, "--compare", str(blank)).stderr.split())
+    assert f"{blank}: all {len(hyps)} lines are empty where the reference is not" in said
+
+
 def test_mismatched_source_is_refused(tmp_path):
     source = tmp_path / "src.de"
     source.write_text("nur eine Zeile\n")

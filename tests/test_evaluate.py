@@ -333,6 +333,8 @@ def test_unsegmented_chinese_references_are_scored_by_character():
     assert bleu_tokenize(spaced) == "13a"  # pre-segmented text keeps sacreBLEU's default
     assert bleu_tokenize([["A man rides a bike.", "Two dogs."]]) == "13a"
     assert bleu_tokenize([["你好！ 我是小明。"]]) == "zh"  # a space after punctuation: unsegmented
+    # one reference of each kind: the unsegmented one is not outvoted (pooled, it was: 13a)
+    assert bleu_tokenize([spaced[0] * 3, refs[0]]) == bleu_tokenize([refs[0], spaced[0]]) == "zh"
     assert bleu_tokenize([["使用 Python 3.11 安装 PyTorch 2.1 和 CUDA 12.1。"]]) == "zh"  # mixed
     assert bleu_tokenize([["Tom met 王小明 in Beijing yesterday and they talked."]]) == "13a"
     assert bleu_tokenize([["나는 학교에 간다."]]) == "13a"  # Korean is written with spaces

@@ -35,7 +35,38 @@ class _HelpAsWritten:
 
 
 class _Command(_HelpAsWritten, typer.core.TyperCommand):
-    pass
+    def parse_args(self, ctx, args):
+        _refuse_repeated_options(self, ctx, args)
+        return super().parse_args(ctx, args)
+
+
+def _refuse_repeated_options(command, ctx, args: list[str]) -> None:
+    """An option of one value given twice (`eval --hyp a --hyp b`, `align -m A -m B`) is a
+    usage error: click would keep the last value in silence, where other options repeat to
+    mean several (`--ref`, `translate -m`: an ensemble)."""
+    names = {}
+    for param in command.params:
+        if param.param_type_name == "option":
+            for name in (*param.opts, *param.secondary_opts):
+                names[name] = param
+    given: dict = {}
+    tokens = iter(args)
+    for token in tokens:
+        if token == "--":
+            break
+        name, equals, _ = token.partition("=") if token.startswith("--") else (token, "", "")
+        param = names.get(name)
+        if param is None:
+            continue
+        if not param.is_flag and not equals:
+            next(tokens, None)  # its value, whatever it looks like
+        given.setdefault(param, []).append(name)
+    for param, names_given in given.items():
+        if len(names_given) > 1 and not (param.multiple or param.is_flag or param.count):
+            ctx.fail(
+                f"{names_given[0]} was given {len(names_given)} times, but it takes one "
+                "value: give it once"
+            )
 
 
 class _OwnPathChecks(_Command):

@@ -153,7 +153,11 @@ def _warn_of_inputs(texts: dict, hyp, refs: list[Path], compare) -> None:
     """Warn of text that sacreBLEU scores otherwise than it looks (other Unicode forms,
     invisible characters) and of translations that have no reference to be scored against."""
     from nmt_cli.cli.boundary import warn
-    from nmt_cli.evaluate import empty_reference_problems, unicode_form_problems
+    from nmt_cli.evaluate import (
+        empty_hypothesis_problems,
+        empty_reference_problems,
+        unicode_form_problems,
+    )
 
     references = [
         (_shown(path, "ref"), lines) for path, lines in zip(refs, texts["refs"], strict=True)
@@ -166,6 +170,12 @@ def _warn_of_inputs(texts: dict, hyp, refs: list[Path], compare) -> None:
     translated = texts["hyp"] if texts["hyp"] is not None else texts["src"] or []  # -m: sources
     for problem in empty_reference_problems(translated, references):
         warn(problem)
+    for name, lines in scored[:1] if hyp is not None else []:
+        for problem in empty_hypothesis_problems(name, lines, texts["refs"]):
+            warn(problem)
+    if compare is not None:
+        for problem in empty_hypothesis_problems(compare, texts["compare"], texts["refs"]):
+            warn(problem)
 
 
 def _warn_if_lowercased_against_capitals(translator, refs: list[Path], texts) -> None:

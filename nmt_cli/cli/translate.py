@@ -233,7 +233,7 @@ def _prompt_loop(translator, options, replace_unk: bool = False, on_invalid: str
     on."""
     from rich.markup import escape
 
-    from nmt_cli.aligner import shown_words
+    from nmt_cli.aligner import TranslationAligner, shown_words
     from nmt_cli.cli.boundary import stderr_console, warn
     from nmt_cli.errors import InputError
     from nmt_cli.lines import typed_line
@@ -244,6 +244,7 @@ def _prompt_loop(translator, options, replace_unk: bool = False, on_invalid: str
     if translator.config.model.attention == "none":
         console.print("[dim](trained with --attention none: no word links to show)[/]")
     number, limit = 0, translator.max_source_pieces
+    unit = TranslationAligner.for_model(translator).options.unit  # the units of --align
     while True:
         try:
             typed = console.input("[bold]> [/]")
@@ -270,6 +271,6 @@ def _prompt_loop(translator, options, replace_unk: bool = False, on_invalid: str
                 f"first {limit}"
             )
         console.print(f"[bold green]{escape(result.text)}[/]", markup=True, highlight=False)
-        words = shown_words(result)
+        words = shown_words(result, unit)
         if words is not None:
             console.print(render_links(words.weights, words.src_words, words.tgt_words, top_k=2))
