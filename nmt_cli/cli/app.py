@@ -41,12 +41,13 @@ class _Command(_HelpAsWritten, typer.core.TyperCommand):
 
 
 def _refuse_repeated_options(command, ctx, args: list[str]) -> None:
-    """An option of one value given twice (`eval --hyp a --hyp b`, `align -m A -m B`) is a
-    usage error: click would keep the last value in silence, where other options repeat to
-    mean several (`--ref`, `translate -m`: an ensemble)."""
+    """A file or directory option of one value given twice (`eval --hyp a --hyp b`, `align -m
+    A -m B`) is a usage error: click would keep the last in silence, where other path options
+    repeat to mean several (`--ref`, `translate -m`: an ensemble). A setting given twice
+    (`--lr 0.1 … --lr 0.2`) keeps its last value, as scripts that add to a base line expect."""
     names = {}
     for param in command.params:
-        if param.param_type_name == "option":
+        if param.param_type_name == "option" and hasattr(param.type, "readable"):  # a path
             for name in (*param.opts, *param.secondary_opts):
                 names[name] = param
     given: dict = {}
