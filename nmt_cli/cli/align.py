@@ -238,8 +238,8 @@ def align(
 
         warn(
             f"--unit piece links SentencePiece pieces, and gold alignments ({gold}) count "
-            "words (Chinese and Japanese characters): a piece index is scored as if it were a "
-            "word's, so the AER means little; use --unit word or char with --gold"
+            "words or characters, not pieces: a piece index is scored as if it were a word's, "
+            "so the AER means little; use --unit word or char (as the gold counts) with --gold"
         )
     if view == "auto":
         view = "heatmap" if sys.stdout.isatty() and not json_output else "none"
