@@ -295,12 +295,10 @@ class Trainer:
             checkpoint.save_best(
                 self.model_dir, self.config.to_dict(), self._weights(), self._meta()
             )
-        if not scheduled:
-            p.schedule_best = schedule_best  # as it was before: the schedule goes on from it
-        elif score > schedule_best:
+        p.schedule_best = schedule_best  # off the schedule: as it was, the schedule goes on
+        if scheduled and score > schedule_best:
             p.schedule_best, p.bad_validations = score, 0
-        else:
-            p.schedule_best = schedule_best
+        elif scheduled:
             p.bad_validations += 1
             if self.config.train.schedule == "plateau":
                 p.lr_scale *= self.config.train.decay_factor

@@ -59,11 +59,11 @@ def _refuse_repeated_options(command, ctx, args: list[str]) -> None:
         param = names.get(name)
         if param is None:
             continue
-        if not param.is_flag and not equals:
+        if not equals:
             next(tokens, None)  # its value, whatever it looks like
         given.setdefault(param, []).append(name)
     for param, names_given in given.items():
-        if len(names_given) > 1 and not (param.multiple or param.is_flag or param.count):
+        if len(names_given) > 1 and not param.multiple:
             ctx.fail(
                 f"{names_given[0]} was given {len(names_given)} times, but it takes one "
                 "value: give it once"
