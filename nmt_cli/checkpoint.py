@@ -292,9 +292,13 @@ def without_init(build: Callable[[], Any], device: torch.device | None = None) -
 
 
 def _check_shapes(model: Seq2Seq, weights: dict, path: Path) -> None:
-    """Refuse weights whose names or shapes differ from what the stored config builds."""
-    expected = {name: tuple(t.shape) for name, t in model.state_dict().items()}
-    given = {name: tuple(getattr(t, "shape", ())) for name, t in weights.items()}
+    """Refuse weights whose names, shapes or number types differ from what the stored config
+    builds (float32 everywhere: a float16 tensor would fail inside the first search)."""
+    expected = {name: (tuple(t.shape), t.dtype) for name, t in model.state_dict().items()}
+    given = {
+        name: (tuple(getattr(t, "shape", ())), getattr(t, "dtype", None))
+        for name, t in weights.items()
+    }
     if expected != given:
         wrong = sorted(set(expected) ^ set(given)) or sorted(
             n for n in expected if expected[n] != given.get(n)

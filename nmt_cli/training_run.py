@@ -17,13 +17,19 @@ from nmt_cli.model.decoder import input_step_offset
 from nmt_cli.progress import Event, OnEvent, ignore
 
 
-def _with_vocab(config: Config, src_vocab: int, tgt_vocab: int) -> Config:
+def _with_vocab(config: Config, src_vocab: int, tgt_vocab: int, joint: bool) -> Config:
     import dataclasses
 
     # guided: the attention learns to align where the word is read; else at the step itself
     shift = input_step_offset(config.model.decoder_style) if config.train.guided_alignment else 0
     model = dataclasses.replace(
-        config.model, src_vocab_size=src_vocab, tgt_vocab_size=tgt_vocab, align_shift=shift
+        config.model,
+        src_vocab_size=src_vocab,
+        tgt_vocab_size=tgt_vocab,
+        align_shift=shift,
+        # two SentencePiece models (prepare --separate) give one id to unrelated pieces, even
+        # where their sizes are equal: one embedding for both would tie them
+        share_embeddings=config.model.share_embeddings and joint,
     )
     train = config.train
     if train.alignments:  # saved absolute, so that --resume from another directory finds it
@@ -183,11 +189,15 @@ def checked_settings(
         base = checkpoint.read_json(output / checkpoint.CONFIG_FILE)  # resume with the saved config
     config = resolve(config_file, overrides, base=base)
     config = _with_vocab(
-        config, Tokenizer(data.src_spm).vocab_size, Tokenizer(data.tgt_spm).vocab_size
+        config,
+        Tokenizer(data.src_spm).vocab_size,
+        Tokenizer(data.tgt_spm).vocab_size,
+        joint=data.joint or resume,  # a resumed model keeps the embeddings it was built with
     )
     if not resume:  # (a model saved before these checks resumes as it was)
         _check_input_feed(config.model)
         _check_decoder_style(config.model)
+        _check_schedule(config.train)
     _ = data.dev_references  # a damaged dev reference fails now (read once, kept for BLEU)
     try:
         device = pick_device(config.train.device)  # an absent GPU is refused here
@@ -225,6 +235,16 @@ def _check_input_feed(model) -> None:
         f"--input-feed feeds a Luong decoder's attentional vector into its next step, and {why}: "
         "add --no-input-feed (or input_feed = false in the --config file)"
     )
+
+
+def _check_schedule(train) -> None:
+    """inverse_sqrt decays from the end of the warm-up: without one it would be constant."""
+    if train.schedule == "inverse_sqrt" and not train.warmup_steps:
+        raise ConfigError(
+            'schedule = "inverse_sqrt" decays from the end of the warm-up, and warmup_steps is '
+            '0: set warmup_steps ≥ 1 (e.g. 4000), or schedule = "constant", in [train] of the '
+            "--config file"
+        )
 
 
 def _check_decoder_style(model) -> None:

@@ -155,6 +155,8 @@ class Updater:
     def _skip(self, step: int) -> None:
         self._bad_losses += 1
         self.optimizer.zero_grad(set_to_none=True)
+        if self.scaler is not None:  # closes the unscale_ of this update (and lowers the scale)
+            self.scaler.update()
         self.emit(
             Event(
                 "warning",

@@ -178,3 +178,15 @@ def test_a_model_directory_with_another_models_tokenizer_is_refused(toy_model_di
     result = invoke("translate", "-m", copy, input="apple river\n")
     assert result.exit_code == 3 and "Traceback" not in result.output
     assert "src.model has 30 pieces but the model was trained with" in result.stderr
+
+
+def test_weights_of_another_number_type_are_refused_at_loading(tmp_path):
+    """A float16 tensor in model.pt (a damaged or hand-edited file) fits every shape: it is
+    refused at loading, not inside the first search."""
+    config = small_config()
+    weights = Seq2Seq(config.model).state_dict()
+    weights["generator.bias"] = weights["generator.bias"].half()
+    path = tmp_path / "model.pt"
+    checkpoint.save(path, {"config": config.to_dict(), "weights": weights})
+    with pytest.raises(ArtifactError, match="first mismatch: generator.bias"):
+        build_model(checkpoint.load(path), path)

@@ -470,6 +470,16 @@ def test_a_bad_value_in_a_config_file_is_named_by_file_and_key(
     assert not (tmp_path / "m").exists()
 
 
+def test_an_inverse_square_root_schedule_without_warm_up_is_refused(toy_data_dir, tmp_path):
+    """It would decay from nothing: a constant rate under a config that says otherwise."""
+    config = tmp_path / "c.toml"
+    config.write_text('[train]\nschedule = "inverse_sqrt"\nwarmup_steps = 0\n')
+    result = invoke("train", toy_data_dir, "-o", tmp_path / "m", "--config", config)
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "warmup_steps is 0: set warmup_steps ≥ 1" in result.stderr
+    assert not (tmp_path / "m").exists()
+
+
 def test_a_learning_rate_below_the_plateau_floor_says_which_setting_to_change(
     toy_data_dir, tmp_path
 ):

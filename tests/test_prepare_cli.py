@@ -675,3 +675,23 @@ def test_the_current_directory_is_refused_as_output_before_any_work(corpus, tmp_
     monkeypatch.chdir(here)
     _assert_clean_error(_prepare(*_train_args(corpus), "-o", "."), "is the current directory")
     assert list(here.iterdir()) == []
+
+
+def test_two_vocabularies_of_one_size_get_two_embeddings(tmp_path):
+    """prepare --separate trains two SentencePiece models: one id names unrelated pieces in
+    them, so training must not share (or tie across) source and target embeddings, even
+    where the two vocabularies have the same size."""
+    from nmt_cli.model.seq2seq import Seq2Seq
+    from nmt_cli.training_run import checked_settings
+
+    src, tgt = _write_pair(tmp_path, "train", _pairs(300))
+    out = tmp_path / "data"
+    result = _prepare("--src", src, "--tgt", tgt, "--separate", "--vocab-size", 30, "-o", out)
+    assert result.exit_code == 0, result.output
+    data, config = checked_settings(out, tmp_path / "model", None, {})
+    assert not data.joint
+    assert config.model.src_vocab_size == config.model.tgt_vocab_size
+    assert not config.model.share_embeddings  # (as the saved config.json will say)
+    model = Seq2Seq(config.model)
+    assert model.encoder.embedding is not model.decoder.embedding
+    assert model.generator.weight is model.decoder.embedding.weight  # tied on the target side
