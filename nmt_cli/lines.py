@@ -454,6 +454,16 @@ def count_lines(path: Path) -> int:
     return lines + (last != b"\n")
 
 
+def first_inner_cr(path: Path) -> int | None:
+    """The number of the first line of `path` with a CR inside it (not only ending it): where
+    another system ended lines with CR, or two lines ran together; None if there is none."""
+    with open_binary(path) as handle:
+        for number, raw in enumerate(_raw_lines(handle, str(path)), start=1):
+            if b"\r" in raw.removesuffix(b"\n").removesuffix(b"\r"):
+                return number
+    return None
+
+
 class UntilError:
     """The lines of `lines` up to the first that cannot be read; `check()` raises its error then.
 

@@ -49,6 +49,18 @@ def test_normalize_treats_every_unicode_whitespace_as_a_space():
         assert normalize(raw) == expected, repr(raw)
 
 
+def test_normalize_drops_control_characters_that_are_not_whitespace():
+    """ESC, BEL, backspace, DEL and C1 controls in a corpus would become pieces a model prints
+    back to a terminal; tab, the file separators and NEL stay whitespace."""
+    raw = "A \x1b[31mred\x1b[0m car\x07\x08 .\x7f\x9b x\ty\x1cz\x85w"
+    assert normalize(raw) == "A [31mred[0m car . x y z w"
+    controls = [chr(c) for c in range(0x110000) if unicodedata.category(chr(c)) == "Cc"]
+    assert all(normalize(f"a{c}b") in ("ab", "a b") for c in controls)
+    assert [c for c in controls if normalize(f"a{c}b") == "a b"] == [
+        c for c in controls if c.isspace()
+    ]
+
+
 def test_normalize_composes_to_nfc():
     decomposed = unicodedata.normalize("NFD", "Grüße café")
     assert decomposed != "Grüße café"

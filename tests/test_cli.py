@@ -43,6 +43,10 @@ def test_every_command_has_help(command):
          "value: give it once; see 'nmt align -h'"),
         (["translate", "-m", "A", "-i", "a", "-i", "--beam"], "error: -i was given 2 times, but "
          "it takes one value: give it once; see 'nmt translate -h'"),
+        (["prepare", "--src", "", "--tgt", "b"], "error: --src was given an empty path (an unset "
+         "shell variable?): give a path; see 'nmt prepare -h'"),
+        (["eval", "--ref", "r", "--hyp="], "error: --hyp was given an empty path (an unset shell "
+         "variable?): give a path; see 'nmt eval -h'"),
     ],
 )  # fmt: skip
 def test_usage_errors_are_one_line_with_exit_code_2(args, message):
@@ -1097,6 +1101,51 @@ def test_lines_typed_at_a_terminal_go_to_a_redirected_stdout_one_by_one(toy_mode
         assert rest == b"" and answers == expected.stdout.splitlines()
 
 
+def _read_until(fd: int, wanted: bytes, seconds: float = 60.0) -> bytes:
+    """What a terminal shows (the leader side of a pty) until `wanted` appears."""
+    import time
+
+    seen, end = b"", time.monotonic() + seconds
+    while wanted not in seen and time.monotonic() < end:
+        if select.select([fd], [], [], 1)[0]:
+            try:
+                seen += os.read(fd, 1 << 16)
+            except OSError:  # the process closed the terminal
+                break
+    return seen
+
+
+def test_the_prompt_edits_a_typed_line_with_the_arrow_keys(toy_model_dir):
+    """At the prompt, ← moves the cursor (line editing), as in a shell: it does not put an
+    escape sequence into the sentence."""
+    import pty
+
+    expected = invoke("translate", "-m", toy_model_dir, input="apple river\n").stdout.strip()
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nmt_cli", "translate", "-m", str(toy_model_dir)],
+        stdin=follower, stdout=follower, stderr=follower,
+    )  # fmt: skip
+    os.close(follower)
+    try:
+        assert b"> " in _read_until(leader, b"> ")
+        os.write(leader, b"apple rier\x1b[D\x1b[Dv\n")  # "rier", ← ←, "v": "river"
+        shown = _read_until(leader, b"> ").decode(errors="replace")  # up to the next prompt
+        for _ in range(30):  # Ctrl-D, again if it came before line editing took the terminal
+            os.write(leader, b"\x04")
+            try:
+                assert process.wait(timeout=2) == 0
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        assert process.poll() == 0
+    finally:
+        process.kill()
+        os.close(leader)
+    assert expected in shown
+    assert "river" in shown.split(expected, 1)[1]  # a source word of the links view
+
+
 def test_align_refuses_tab_separated_pairs_on_stdin_and_names_tsv(toy_model_dir, tmp_path):
     result = invoke("align", "-m", toy_model_dir, input="\napple river\tRIVER APPLE\n")
     assert result.exit_code == 2 and result.stdout == ""  # not translated as one source line
@@ -1441,6 +1490,38 @@ def test_sigterm_stops_translate_as_ctrl_c_does(toy_model_dir):
     _, errors = process.communicate(timeout=60)
     assert process.returncode == 130, errors.decode()
     assert errors.decode().strip() == "interrupted"
+
+
+def test_ctrl_c_while_the_application_loads_ends_as_it_does_later():
+    """Ctrl-C in the first tenths of a second (while typer and rich load) printed a traceback;
+    it ends as it does later: one `interrupted` line, exit 130."""
+    script = (
+        "import builtins\n"
+        "real = builtins.__import__\n"
+        "def slow(name, *args, **kwargs):\n"
+        "    if name == 'nmt_cli.cli.app':\n"
+        "        raise KeyboardInterrupt  # Ctrl-C arriving while it is imported\n"
+        "    return real(name, *args, **kwargs)\n"
+        "builtins.__import__ = slow\n"
+        "from nmt_cli.__main__ import main\n"
+        "main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, "translate"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 130 and done.stderr == "interrupted\n"
+
+
+def test_the_heatmap_is_drawn_where_columns_is_0(toy_model_dir):
+    """COLUMNS=0 (a width nobody knows) drew nothing, in silence: rich takes it as it stands."""
+    done = subprocess.run(
+        [sys.executable, "-m", "nmt_cli", "align", "-m", str(toy_model_dir), "--view", "heatmap"],
+        input="apple river ||| RIVER APPLE\n", capture_output=True, text=True, check=False,
+        env={**os.environ, "COLUMNS": "0"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stderr.splitlines() if "│" in line]
+    assert len(rows) == 2 and rows[0].split("│")[0].strip() == "RIVER"
 
 
 def test_align_refuses_a_separator_alone_wherever_it_stands(toy_model_dir):

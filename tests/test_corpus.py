@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import subprocess
 
 import pytest
 
@@ -37,6 +38,23 @@ def test_count_lines_of_an_empty_file_and_a_final_line_without_newline(tmp_path)
     assert count_lines(_write(tmp_path / "two", b"x\n\n")) == 2
 
 
+def test_a_side_shorter_for_lines_ended_by_cr_alone_says_so(tmp_path):
+    """A file whose lines end in CRLF, LF and, in places, CR alone (pasted together on several
+    systems) has fewer lines than its partner; the mismatch names the first CR inside a line
+    and a conversion that keeps CRLF ends whole."""
+    src = _write(tmp_path / "train.de", b"a\r\nb\rc\r\nd\n")  # 3 lines; 4 with the lone CR
+    tgt = _write(tmp_path / "train.en", gzip.compress(b"A\nB\nC\nD\n"))
+    with pytest.raises(InputError) as error:
+        list(read_pairs(ParallelSource(src=src, tgt=tgt)))
+    message = str(error.value)
+    assert f"{src} line 2 holds a carriage return (\\r) inside it" in message
+    assert f"`sed 's/\\r$//; s/\\r/\\n/g' {src} > fixed.txt`" in message
+    converted = subprocess.run(
+        ["sed", r"s/\r$//; s/\r/\n/g", str(src)], capture_output=True, check=True
+    ).stdout
+    assert converted == b"a\nb\nc\nd\n"
+
+
 def test_aligned_files_give_pairs(tmp_path):
     src = _write(tmp_path / "s.de", b"a\nb\n")
     tgt = _write(tmp_path / "t.en", gzip.compress(b"A\nB\n"))
@@ -59,13 +77,17 @@ def test_tsv_gives_pairs_and_blank_lines_as_empty_pairs(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "line, columns",
-    [(b"only one", "1 tab-separated column,"), (b"a\tb\tc", "3 tab-separated columns,")],
+    "line, columns, fix",
+    [
+        (b"only one", "1 tab-separated column,", "`awk -F'\\t' 'NF == 2' "),  # drops the line
+        (b"a\tb\tc", "3 tab-separated columns,", "`cut -f1,2`"),  # keeps two columns
+    ],
 )
-def test_tsv_with_wrong_column_count_names_the_line(tmp_path, line, columns):
+def test_tsv_with_wrong_column_count_names_the_line(tmp_path, line, columns, fix):
     path = _write(tmp_path / "c.tsv", b"a\tA\n" + line + b"\n")
-    with pytest.raises(InputError, match=f"line 2 has {columns} expected 2"):
+    with pytest.raises(InputError, match=f"line 2 has {columns} expected 2") as error:
         list(read_pairs(ParallelSource(tsv=path)))
+    assert fix in str(error.value)
 
 
 def test_invalid_utf8_names_file_and_line(tmp_path):

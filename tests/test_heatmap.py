@@ -197,3 +197,18 @@ def test_every_band_keeps_a_colour_of_its_own_on_a_16_colour_terminal():
     bars = _coloured_runs(render_links(weights, src, ["x"], top_k=5), "standard", "█▏▎▍▌▋▊▉")
     numbers = [s.style.color.downgrade(ColorSystem.STANDARD).number for s in bars]
     assert len(bars) == 5 and len(set(numbers)) == 5
+
+
+@pytest.mark.parametrize("view", ["heatmap", "links"])
+def test_control_characters_in_words_are_drawn_as_their_pictures(view):
+    """Words of a pair are shown as the user gave them: an ESC sequence printed raw would
+    recolour the terminal and push the later columns out of line."""
+    src = ["A", "\x1b[31mred\x1b[0m", "car\x07", "."]
+    weights = _weights(len(ZH), len(src))
+    draw = render_heatmap if view == "heatmap" else render_links
+    lines = _text(draw(weights, src, ZH), 120, "truecolor")
+    assert not any(c in "".join(lines) for c in "\x1b\x07")
+    assert any("␛[31mred␛[0m" in line or "␛[31mred…" in line for line in lines)
+    if view == "heatmap":
+        rows = _grid_rows(lines)
+        assert {cell_len(row) for row in rows} == {cell_len(lines[0])}

@@ -103,7 +103,8 @@ def align(
     view: str = _output(
         "auto",
         "heatmap, links (each target word's strongest source words, ● on its links), none, "
-        "or auto (heatmap when stdout is a terminal).",
+        "or auto (heatmap when stdout is a terminal). Views go to stderr, the links to stdout "
+        "(2> heatmap.txt keeps a view).",
     ),
     json_output: bool = _output(False, "One JSON object per pair on stdout.", "--json"),
     gold: Path | None = _output(

@@ -36,13 +36,13 @@ class _HelpAsWritten:
 
 class _Command(_HelpAsWritten, typer.core.TyperCommand):
     def parse_args(self, ctx, args):
-        _refuse_repeated_options(self, ctx, args)
+        _check_path_options(self, ctx, args)
         return super().parse_args(ctx, args)
 
 
-def _refuse_repeated_options(command, ctx, args: list[str]) -> None:
-    """A file or directory option of one value given twice (`eval --hyp a --hyp b`, `align -m
-    A -m B`) is a usage error: click would keep the last in silence, where other path options
+def _check_path_options(command, ctx, args: list[str]) -> None:
+    """An empty path ("", read as ".") is a usage error, and so is a file or directory option
+    of one value given twice (`eval --hyp a --hyp b`, `align -m A -m B`): click would keep the last in silence, where other path options
     repeat to mean several (`--ref`, `translate -m`: an ensemble). A setting given twice
     (`--lr 0.1 … --lr 0.2`) keeps its last value, as scripts that add to a base line expect."""
     names = {}
@@ -55,12 +55,14 @@ def _refuse_repeated_options(command, ctx, args: list[str]) -> None:
     for token in tokens:
         if token == "--":
             break
-        name, equals, _ = token.partition("=") if token.startswith("--") else (token, "", "")
+        name, equals, value = token.partition("=") if token.startswith("--") else (token, "", "")
         param = names.get(name)
         if param is None:
             continue
         if not equals:
-            next(tokens, None)  # its value, whatever it looks like
+            value = next(tokens, None)  # its value, whatever it looks like
+        if value == "":  # which click reads as "." (the current directory)
+            ctx.fail(f"{name} was given an empty path (an unset shell variable?): give a path")
         given.setdefault(param, []).append(name)
     for param, names_given in given.items():
         if len(names_given) > 1 and not param.multiple:

@@ -41,6 +41,8 @@ def stderr_console():
 
         _console = _Console(stderr=True, highlight=False)
         _console.soft_wrap = not _console.is_terminal
+        if _console.width < 1:  # COLUMNS=0, which rich takes as it stands: nothing would fit
+            _console.width = 80
     return _console
 
 

@@ -239,6 +239,10 @@ def _prompt_loop(translator, options, replace_unk: bool = False, on_invalid: str
     from nmt_cli.lines import typed_line
     from nmt_cli.render.heatmap import render_links
 
+    try:  # line editing (arrow keys, history) for input(), which console.input calls
+        import readline  # noqa: F401
+    except ImportError:  # (not built on every platform)
+        pass
     console = stderr_console()
     console.print(f"[dim]nmt: model {translator.model_dir} — type a sentence, Ctrl-D to quit[/]")
     if translator.config.model.attention == "none":

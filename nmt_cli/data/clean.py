@@ -90,18 +90,21 @@ class CleanedSplit:
 # deduplicator: BOM / zero-width no-break space, zero-width space, word joiner, soft hyphen.
 # ZWJ and ZWNJ (U+200D, U+200C) stay: Persian, Indic scripts and emoji sequences need them.
 INVISIBLE = ("\ufeff", "\u200b", "\u2060", "\u00ad")  # all format characters: not printable
+# Control characters that are not whitespace (ESC, BEL, backspace, DEL, C1 controls): text
+# holds them by accident (scraped pages, terminal logs), and printed back they would drive the
+# terminal (an ESC sequence recolours it, and the view's columns no longer line up). Those
+# str.split() takes for whitespace (\t \n \v \f \r, \x1c-\x1f, \x85) become a space below.
+CONTROLS = tuple(chr(c) for c in (*range(0x20), *range(0x7F, 0xA0)) if not chr(c).isspace())
+_DROPPED = dict.fromkeys(map(ord, INVISIBLE + CONTROLS))
 
 
 def normalize(text: str) -> str:
-    """NFC, no invisible characters (INVISIBLE), every run of whitespace (\\r, tabs, NBSP,
-    U+3000...) one space, stripped."""
-    if not text.isascii():
-        if not text.isprintable():  # one fast scan; most lines hold none of them
-            for char in INVISIBLE:
-                if char in text:
-                    text = text.replace(char, "")
-        if not unicodedata.is_normalized("NFC", text):
-            text = unicodedata.normalize("NFC", text)
+    """NFC, no invisible characters (INVISIBLE) or controls (CONTROLS), every run of whitespace
+    (\\r, tabs, NBSP, U+3000...) one space, stripped."""
+    if not text.isprintable():  # one fast scan; most lines hold none of them
+        text = text.translate(_DROPPED)
+    if not text.isascii() and not unicodedata.is_normalized("NFC", text):
+        text = unicodedata.normalize("NFC", text)
     # Most lines need no whitespace change: every whitespace character but the ASCII space is
     # a control character or a separator, so isprintable() is False for a line holding one.
     if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from nmt_cli.errors import ConfigError, InputError
-from nmt_cli.lines import check_readable, count_lines, read_lines
+from nmt_cli.lines import check_readable, count_lines, first_inner_cr, read_lines
 
 __all__ = ["ParallelSource", "check_readable", "count_lines", "read_lines", "read_pairs"]
 
@@ -93,8 +93,14 @@ def _read_aligned(src: Path, tgt: Path) -> Iterator[tuple[str, str]]:
 def _raise_mismatch(src: Path, tgt: Path, number: int, longer: Path) -> NoReturn:
     """The error for sides of different lengths: both counts and the first unpaired line."""
     n_src, n_tgt = count_lines(src), count_lines(tgt)
+    shorter = src if n_src < n_tgt else tgt
     if 0 in (n_src, n_tgt):
-        fix = f"{src if n_src == 0 else tgt} is empty: give the file that holds the sentences"
+        fix = f"{shorter} is empty: give the file that holds the sentences"
+    elif (number_cr := first_inner_cr(shorter)) is not None:  # lines it ends with CR alone
+        fix = (
+            f"{shorter} line {number_cr:,} holds a carriage return (\\r) inside it: where CRs "
+            f"end lines, convert them, e.g. `sed 's/\\r$//; s/\\r/\\n/g' {shorter} > fixed.txt`"
+        )
     else:
         fix = "check that they are the two sides of one corpus, one sentence per line"
     raise InputError(
@@ -112,9 +118,14 @@ def _read_tsv(path: Path) -> Iterator[tuple[str, str]]:
             continue
         columns = line.split("\t")
         if len(columns) != 2:
+            fix = (
+                "keep two columns with `cut -f1,2`"
+                if columns[2:]
+                else f"keep only the lines of two columns with `awk -F'\\t' 'NF == 2' {path} > pairs.tsv`"
+            )
             raise InputError(
                 f"{path} line {number:,} has {len(columns)} tab-separated "
                 f"{'column' if len(columns) == 1 else 'columns'}, expected 2 "
-                "(source<TAB>target): fix that line or keep two columns with `cut -f1,2`"
+                f"(source<TAB>target): fix that line or {fix}"
             )
         yield columns[0], columns[1]

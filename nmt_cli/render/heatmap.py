@@ -42,6 +42,16 @@ SCALE = (ColorTriplet(68, 1, 84), ColorTriplet(33, 145, 140), ColorTriplet(253, 
 # The bands' glyph colours on terminals of 16 or 8 colours, in the same order as the scale.
 BAND_COLOURS = ("bright_black", "blue", "cyan", "green", "yellow")  # each shows on black and white
 FEW_COLOURS = ("standard", "windows")  # rich's names of the 16- and 8-colour systems
+# A control character in a word (ESC, BEL, ...; `nmt align` shows the words of a pair as the
+# user gave them) is drawn as its Unicode picture (␛, ␇), one cell wide: printed raw it would
+# drive the terminal, and the columns after it would not line up.
+_PICTURES = {c: 0x2400 + c for c in range(0x20)} | {0x7F: 0x2421}
+_PICTURES |= dict.fromkeys(range(0x80, 0xA0), 0xFFFD)  # C1 controls have no picture
+
+
+def shown(word: str) -> str:
+    """`word` with its control characters drawn as their pictures (see _PICTURES)."""
+    return word if word.isprintable() else word.translate(_PICTURES)
 
 
 class _ForColours:
@@ -72,6 +82,7 @@ def render_heatmap(
     """
     weights = _checked_weights(weights, src_words, tgt_words)
     links = _checked_links(links, len(src_words), len(tgt_words))
+    src_words, tgt_words = [shown(w) for w in src_words], [shown(w) for w in tgt_words]
     if not src_words or not tgt_words:
         return Group(Text("(empty sentence: nothing to draw)", style="dim"))
     return _ForColours(lambda solid: _grid(weights, src_words, tgt_words, links, max_width, solid))
@@ -108,6 +119,7 @@ def render_links(
         raise ConfigError(f"top_k must be ≥ 1, got {top_k}")
     weights = _checked_weights(weights, src_words, tgt_words)
     marked = _checked_links(links, len(src_words), len(tgt_words))
+    src_words, tgt_words = [shown(w) for w in src_words], [shown(w) for w in tgt_words]
     return _ForColours(
         lambda solid: _link_lines(weights, src_words, tgt_words, top_k, marked, solid)
     )
@@ -180,8 +192,8 @@ def _notices(src_words, widths, chunks, max_width: int) -> list[str]:
     notes = []
     if len(chunks) > 1:
         notes.append(
-            f"The sentence is wider than {max_width} columns: its {len(src_words)} source "
-            f"words are shown in {len(chunks)} parts."
+            f"The grid is wider than {max_width} columns: its {len(src_words)} source words "
+            f"are shown in {len(chunks)} parts."
         )
     if any(cell_len(word) > width for word, width in zip(src_words, widths, strict=True)):
         notes.append("Long source words are shortened with …")
