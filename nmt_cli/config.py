@@ -272,7 +272,9 @@ def _resolve(
 ) -> Config:
     data: dict[str, Any] = load_toml(config_file) if config_file else dict(base or {})
     source = str(config_file) if config_file else "config"
-    _check_keys(data, {"model", "train"}, source)
+    belongs = {f.name: "model" for f in fields(ModelConfig)}  # a key outside any section
+    belongs |= {f.name: "train" for f in fields(TrainConfig)}
+    _check_keys(data, {"model", "train"}, source, belongs)
     for section in ("model", "train"):
         if not isinstance(data.get(section, {}), dict):
             raise ConfigError(

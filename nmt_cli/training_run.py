@@ -327,7 +327,15 @@ def _train_with_signals(data, output: Path, config: Config, ranks, resume, force
 
 def _check_shortlist_after_training(data, output: Path, device: str, on_event: OnEvent) -> None:
     """`record_shortlist_check` once training has saved its model: what stops or fails the check
-    (Ctrl-C, a shortlist.npz replaced by hand, too little memory) is a warning, not a failure."""
+    (Ctrl-C, a shortlist.npz replaced by hand, too little memory) is a warning, not a failure.
+    A run that trained nothing (`--resume` at its budget) keeps the check of its weights."""
+    meta_file = output / checkpoint.META_FILE
+    meta = checkpoint.read_json(meta_file) if meta_file.is_file() else {}
+    record = meta.get("shortlist")
+    step = meta.get("step")
+    if isinstance(record, dict) and step is not None and record.get("step") == step:
+        on_event(shortlist_event(record))
+        return
     try:
         record = record_shortlist_check(data, output, device, on_event)
     except (NmtError, RuntimeError, KeyboardInterrupt) as exc:

@@ -145,8 +145,8 @@ class ShortlistCheck:
 
     def record(self) -> dict:
         return {
-            "dev_bleu": round(self.bleu, 2),
-            "dev_bleu_without": round(self.without, 2),
+            "dev_bleu": round(self.bleu, 4),  # (4 places: the verdict may turn on less than 0.01)
+            "dev_bleu_without": round(self.without, 4),
             "kept": round(self.kept, 4),
             "sentences": self.sentences,
             "beam": SHORTLIST_BEAM,

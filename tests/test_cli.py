@@ -448,6 +448,9 @@ def test_a_config_key_in_the_wrong_section_says_where_it_belongs(toy_data_dir, t
     assert result.exit_code == 2 and not (tmp_path / "m").exists()
     said = " ".join(result.stderr.split())
     assert f"unknown key dropout in {config} line 6: [train] (dropout belongs in [model])" in said
+    config.write_text("max_steps = 10\n", "utf-8")  # above every section
+    result = invoke("train", toy_data_dir, "-o", tmp_path / "m", "--config", config)
+    assert result.exit_code == 2 and "(max_steps belongs in [train])" in result.stderr
 
 
 @pytest.mark.parametrize(
@@ -579,6 +582,37 @@ def test_the_train_log_says_when_the_teacher_aligns_and_counts_epochs_as_its_ste
     done = {"step": 529, "epoch": 3, "epochs_finished": 2, "batch_index": 17, "best_bleu": 1.0,
             "best_step": 500, "best_by": "bleu", "train_seconds": 5.0}  # fmt: skip
     assert "529 steps, epoch 3," in display._line("done", done)  # 2 complete, in the third
+
+
+def test_a_run_resumed_before_its_first_validation_says_so_not_a_score():
+    """It said `best dev BLEU -1.00 at step 0`, the placeholder of no validation."""
+    import io
+
+    from rich.console import Console
+
+    from nmt_cli.render.progress import TrainDisplay
+    from nmt_cli.train_report import Progress
+
+    display = TrainDisplay(Console(file=io.StringIO()))
+    fresh = Progress()
+    resumed = {"step": 84, "epoch": 0, "batch_index": 84, "best_bleu": fresh.best_bleu,
+               "best_step": fresh.best_step, "best_by": "bleu"}  # fmt: skip
+    line = display._line("resumed", resumed)
+    assert "no validation yet" in line and "-1.00" not in line
+    validated = display._line("resumed", {**resumed, "best_bleu": 3.5, "best_step": 50})
+    assert "best dev BLEU 3.50 at step 50" in validated
+
+
+def test_the_shortlist_line_shows_a_difference_below_a_hundredth():
+    """Its verdict "costs BLEU" beside two equal scores (0.02, 0.02) read as a contradiction."""
+    from nmt_cli.render.progress import shortlist_line
+    from nmt_cli.validation import ShortlistCheck
+
+    close = ShortlistCheck(0.0213, 0.0241, 0.05, 100).record()
+    line = shortlist_line(close)
+    assert "0.0213 with it, 0.0241 without" in line and "it costs BLEU here" in line
+    apart = shortlist_line(ShortlistCheck(12.03, 12.14, 0.05, 100).record())
+    assert "12.03 with it, 12.14 without" in apart
 
 
 @pytest.mark.parametrize("flag", ["--early-stop", "--exact-stop"])

@@ -304,6 +304,7 @@ class _FakeTranslator:
     def __init__(self, table: dict[str, str]):
         self.table = table
         self.meta: dict = {}  # what training recorded: nothing here
+        self.shortlist = None  # the whole output layer
 
     @classmethod
     def load(
@@ -342,6 +343,26 @@ def test_model_mode_translates_then_scores(monkeypatch, tmp_path):
     assert document["metrics"][0]["score"] == pytest.approx(100)
     assert saved.read_text(encoding="utf-8") == Path(REF).read_text(encoding="utf-8")
     assert document["files"]["hyp"] == str(saved)
+    assert document["search"] == {"beam": 2, "length_penalty": 1.0, "max_len": 0,
+                                  "shortlist": False, "quantize": False, "bf16": False}  # fmt: skip
+    assert "translated with beam 2, length penalty 1, " in result.stderr
+    scored = _eval("--hyp", str(saved), "--ref", REF, "--metrics", "bleu", "--json")
+    assert json.loads(scored.stdout)["search"] is None  # nothing translated
+
+
+def test_eval_says_whether_the_shortlist_translated(toy_model_dir, tmp_path):
+    """Models differ in whether their search uses the shortlist by default (their training
+    decides): a comparison of models by eval -m must be able to tell."""
+    from cli_runner import invoke
+
+    src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
+    src.write_text("apple river\ngreen bird\n", encoding="utf-8")
+    ref.write_text("RIVER APPLE\nBIRD GREEN\n", encoding="utf-8")
+    for flag, used in (("--shortlist", True), ("--no-shortlist", False)):
+        result = invoke("eval", "-m", toy_model_dir, "--src", src, "--ref", ref, "--json", flag)
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["search"]["shortlist"] is used
+        assert f"shortlist {'on' if used else 'off'}" in result.stderr
 
 
 def test_bars_scale_to_the_longest_and_resolve_eighths():

@@ -131,10 +131,22 @@ def evaluate(
         _warn_if_lowercased_against_capitals(translator, refs_paths, texts["refs"])
         hyps = _translate(translator, texts["src"], search, save_hyp)
         name_a = str(save_hyp or f"{' + '.join(map(str, model))} on {src}")
+        # how -m translated: the shortlist is the model's own choice unless told (it differs
+        # between models), so a comparison of models can say what it compared
+        searched = {
+            "beam": beam,
+            "length_penalty": length_penalty,
+            "max_len": max_len,
+            "shortlist": translator.shortlist is not None,
+            "quantize": quantize,
+            "bf16": bf16,
+        }
+    else:
+        searched = None
     sources = texts["src"] if with_length else None
     report = evaluate_corpus(hyps, texts["refs"], metric_names, sources, bounds, texts["compare"])
     files = {"hyp": name_a, "refs": [str(p) for p in refs_paths], "src": _name(src)}
-    _show(report, {**files, "compare": _name(compare)}, json_output, plot)
+    _show(report, {**files, "compare": _name(compare)}, json_output, plot, searched)
 
 
 def _one_compared(compare: list[Path] | None) -> Path | None:
@@ -330,12 +342,14 @@ def _translate(translator, sources: list[str], options, save_hyp: Path | None) -
     return hyps
 
 
-def _show(report, files: dict, json_output: bool, plot: Path | None) -> None:
+def _show(report, files: dict, json_output: bool, plot: Path | None, search: dict | None) -> None:
     """Tables on stderr, the picture if asked, then the data on stdout."""
     from nmt_cli.cli.boundary import stderr_console
     from nmt_cli.render import scores as render
 
     console = stderr_console()
+    if search is not None:
+        console.print(render.search_line(search), markup=False, highlight=False)
     console.print(render.scores_table(report.metrics))
     if report.by_length is not None:
         console.print(render.length_table(report.by_length, report.length_unit))
@@ -347,6 +361,6 @@ def _show(report, files: dict, json_output: bool, plot: Path | None) -> None:
         save_length_plot(report.by_length, report.length_unit, plot)
         console.print(f"wrote {plot}", markup=False)
     if json_output:
-        typer.echo(render.report_json(report, files))
+        typer.echo(render.report_json(report, files, search))
     else:
         typer.echo("\n".join(render.plain_lines(report, files["hyp"], files["compare"])))

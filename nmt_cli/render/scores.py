@@ -113,8 +113,20 @@ def _comparison_lines(comparison: Comparison, name_a: str, name_b: str) -> list[
     ]
 
 
-def report_json(report: EvalReport, files: dict[str, object]) -> str:
-    """The report as one JSON object; keys are always present, null when not computed."""
+def search_line(search: dict) -> str:
+    """How `eval -m` translated (see `report_json`'s "search")."""
+    limit = search["max_len"] or "2 × source pieces + 10"
+    extras = [name for name in ("quantize", "bf16") if search[name]]
+    return (
+        f"translated with beam {search['beam']}, length penalty {search['length_penalty']:g}, "
+        f"at most {limit} pieces, shortlist {'on' if search['shortlist'] else 'off'}"
+        + "".join(f", --{name}" for name in extras)
+    )
+
+
+def report_json(report: EvalReport, files: dict[str, object], search: dict | None = None) -> str:
+    """The report as one JSON object; keys are always present, null when not computed
+    ("search": how `eval -m` translated, null for --hyp)."""
     by_length = None
     if report.by_length is not None:
         buckets = [dataclasses.asdict(b) for b in report.by_length]
@@ -125,5 +137,6 @@ def report_json(report: EvalReport, files: dict[str, object]) -> str:
         "metrics": [dataclasses.asdict(m) for m in report.metrics],
         "by_length": by_length,
         "comparison": comparison,
+        "search": search,
     }
     return json.dumps(document, ensure_ascii=False, indent=1)
