@@ -18,6 +18,7 @@ from nmt_cli.progress import Event, OnEvent, ignore
 
 
 def _with_vocab(config: Config, src_vocab: int, tgt_vocab: int, joint: bool) -> Config:
+    """The config with the data's vocabulary sizes; embeddings shared only where `joint`."""
     import dataclasses
 
     # guided: the attention learns to align where the word is read; else at the step itself
@@ -184,15 +185,16 @@ def checked_settings(
             f"-o {output} is the data directory: give the model its own directory (e.g. "
             f"{Path(output).name}-model)"
         )
-    base = None
-    if resume and config_file is None and (output / checkpoint.CONFIG_FILE).exists():
-        base = checkpoint.read_json(output / checkpoint.CONFIG_FILE)  # resume with the saved config
+    saved = None
+    if resume and (output / checkpoint.CONFIG_FILE).exists():
+        saved = checkpoint.read_json(output / checkpoint.CONFIG_FILE)
+    base = saved if config_file is None else None  # resume with the saved config
     config = resolve(config_file, overrides, base=base)
+    shared = data.joint  # a resumed model keeps the embeddings it was built with:
+    if saved is not None:
+        shared = bool(saved.get("model", {}).get("share_embeddings", True))
     config = _with_vocab(
-        config,
-        Tokenizer(data.src_spm).vocab_size,
-        Tokenizer(data.tgt_spm).vocab_size,
-        joint=data.joint or resume,  # a resumed model keeps the embeddings it was built with
+        config, Tokenizer(data.src_spm).vocab_size, Tokenizer(data.tgt_spm).vocab_size, shared
     )
     if not resume:  # (a model saved before these checks resumes as it was)
         _check_input_feed(config.model)
@@ -327,15 +329,7 @@ def _train_with_signals(data, output: Path, config: Config, ranks, resume, force
 
 def _check_shortlist_after_training(data, output: Path, device: str, on_event: OnEvent) -> None:
     """`record_shortlist_check` once training has saved its model: what stops or fails the check
-    (Ctrl-C, a shortlist.npz replaced by hand, too little memory) is a warning, not a failure.
-    A run that trained nothing (`--resume` at its budget) keeps the check of its weights."""
-    meta_file = output / checkpoint.META_FILE
-    meta = checkpoint.read_json(meta_file) if meta_file.is_file() else {}
-    record = meta.get("shortlist")
-    step = meta.get("step")
-    if isinstance(record, dict) and step is not None and record.get("step") == step:
-        on_event(shortlist_event(record))
-        return
+    (Ctrl-C, a shortlist.npz replaced by hand, too little memory) is a warning, not a failure."""
     try:
         record = record_shortlist_check(data, output, device, on_event)
     except (NmtError, RuntimeError, KeyboardInterrupt) as exc:

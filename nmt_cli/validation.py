@@ -141,7 +141,8 @@ class ShortlistCheck:
 
     @property
     def default(self) -> bool:
-        return self.kept <= SHORTLIST_MOST_KEPT and self.bleu >= self.without - SHORTLIST_TOLERANCE
+        bleu, without = round(self.bleu, 4), round(self.without, 4)  # as recorded and shown
+        return self.kept <= SHORTLIST_MOST_KEPT and bleu >= without - SHORTLIST_TOLERANCE
 
     def record(self) -> dict:
         return {

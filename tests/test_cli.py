@@ -1154,6 +1154,8 @@ def test_the_prompt_edits_a_typed_line_with_the_arrow_keys(toy_model_dir):
     escape sequence into the sentence."""
     import pty
 
+    pytest.importorskip("readline")
+
     expected = invoke("translate", "-m", toy_model_dir, input="apple river\n").stdout.strip()
     leader, follower = pty.openpty()
     process = subprocess.Popen(

@@ -79,7 +79,11 @@ def test_tsv_gives_pairs_and_blank_lines_as_empty_pairs(tmp_path):
 @pytest.mark.parametrize(
     "line, columns, fix",
     [
-        (b"only one", "1 tab-separated column,", "`awk -F'\\t' 'NF == 2' "),  # drops the line
+        (
+            b"only one",
+            "1 tab-separated column,",
+            "`awk -F'\\t' 'NF == 2 || NF == 0' ",
+        ),  # drops the line
         (b"a\tb\tc", "3 tab-separated columns,", "`cut -f1,2`"),  # keeps two columns
     ],
 )

@@ -343,7 +343,7 @@ def test_model_mode_translates_then_scores(monkeypatch, tmp_path):
     assert document["metrics"][0]["score"] == pytest.approx(100)
     assert saved.read_text(encoding="utf-8") == Path(REF).read_text(encoding="utf-8")
     assert document["files"]["hyp"] == str(saved)
-    assert document["search"] == {"beam": 2, "length_penalty": 1.0, "max_len": 0,
+    assert document["search"] == {"beam": 2, "length_penalty": 1.0, "max_len": None,
                                   "shortlist": False, "quantize": False, "bf16": False}  # fmt: skip
     assert "translated with beam 2, length penalty 1, " in result.stderr
     scored = _eval("--hyp", str(saved), "--ref", REF, "--metrics", "bleu", "--json")

@@ -695,3 +695,14 @@ def test_two_vocabularies_of_one_size_get_two_embeddings(tmp_path):
     model = Seq2Seq(config.model)
     assert model.encoder.embedding is not model.decoder.embedding
     assert model.generator.weight is model.decoder.embedding.weight  # tied on the target side
+    # --resume keeps the embeddings the model was built with, with or without a --config file
+    # (whose share_embeddings is true by default)
+    from nmt_cli import checkpoint
+
+    (tmp_path / "model").mkdir()
+    checkpoint.write_json(tmp_path / "model" / checkpoint.CONFIG_FILE, config.to_dict())
+    toml = tmp_path / "c.toml"
+    toml.write_text("[train]\nlr = 0.001\n", encoding="utf-8")
+    for config_file in (None, toml):
+        _, resumed = checked_settings(out, tmp_path / "model", config_file, {}, resume=True)
+        assert not resumed.model.share_embeddings

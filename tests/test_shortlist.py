@@ -380,21 +380,3 @@ def test_a_check_stopped_by_ctrl_c_leaves_the_trained_model_and_says_so(
     assert result.exit_code == 0, result.output
     assert "the shortlist was not checked (interrupted)" in result.output
     assert (model / "model.pt").is_file() and "Traceback" not in result.output
-
-
-def test_a_resumed_run_that_trains_nothing_keeps_its_shortlist_check(
-    toy_data_dir, toy_model_dir, tmp_path
-):
-    """`--resume` at the run's budget trains nothing: the check of the same weights is not
-    made again (twice a beam-5 translation of the dev split), and its verdict is reported."""
-    import shutil
-
-    model = tmp_path / "model"
-    shutil.copytree(toy_model_dir, model)
-    meta = json.loads((model / "meta.json").read_text())
-    result = invoke("train", toy_data_dir, "-o", model, "--resume", "--max-steps", "60")
-    assert result.exit_code == 0, result.output
-    assert "is reached" in result.stderr
-    assert "dev sentences at beam 5" not in result.stderr  # not translated again
-    assert "shortlist: beam-5 dev BLEU" in result.stderr
-    assert json.loads((model / "meta.json").read_text())["shortlist"] == meta["shortlist"]

@@ -136,7 +136,7 @@ def evaluate(
         searched = {
             "beam": beam,
             "length_penalty": length_penalty,
-            "max_len": max_len,
+            "max_len": max_len or None,  # None: 2 × the source's pieces + 10
             "shortlist": translator.shortlist is not None,
             "quantize": quantize,
             "bf16": bf16,

@@ -239,8 +239,14 @@ def _prompt_loop(translator, options, replace_unk: bool = False, on_invalid: str
     from nmt_cli.lines import typed_line
     from nmt_cli.render.heatmap import render_links
 
-    try:  # line editing (arrow keys, history) for input(), which console.input calls
+    # Line editing (arrow keys, history): readline draws the line, prompt included (given to
+    # input(), its colour codes marked as taking no width), so that a redraw from the line's
+    # start (Home, history) keeps the prompt.
+    prompt = "> "
+    try:
         import readline  # noqa: F401
+
+        prompt = "\001\x1b[1m\002> \001\x1b[0m\002"
     except ImportError:  # (not built on every platform)
         pass
     console = stderr_console()
@@ -251,7 +257,7 @@ def _prompt_loop(translator, options, replace_unk: bool = False, on_invalid: str
     unit = TranslationAligner.for_model(translator).options.unit  # the units of --align
     while True:
         try:
-            typed = console.input("[bold]> [/]")
+            typed = input(prompt)
         except (EOFError, KeyboardInterrupt):
             console.print()
             return

@@ -101,13 +101,14 @@ _DROPPED = dict.fromkeys(map(ord, INVISIBLE + CONTROLS))
 def normalize(text: str) -> str:
     """NFC, no invisible characters (INVISIBLE) or controls (CONTROLS), every run of whitespace
     (\\r, tabs, NBSP, U+3000...) one space, stripped."""
-    if not text.isprintable():  # one fast scan; most lines hold none of them
+    printable = text.isprintable()  # one fast scan; most lines hold none of them
+    if not printable:
         text = text.translate(_DROPPED)
     if not text.isascii() and not unicodedata.is_normalized("NFC", text):
-        text = unicodedata.normalize("NFC", text)
+        text = unicodedata.normalize("NFC", text)  # (makes no printable text unprintable)
     # Most lines need no whitespace change: every whitespace character but the ASCII space is
     # a control character or a separator, so isprintable() is False for a line holding one.
-    if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+    if printable and "  " not in text and text[:1] != " " and text[-1:] != " ":
         return text
     return " ".join(text.split())
 

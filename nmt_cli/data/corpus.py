@@ -7,6 +7,7 @@ the 1-based line number, so a user can jump straight to the broken line.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,7 +100,7 @@ def _raise_mismatch(src: Path, tgt: Path, number: int, longer: Path) -> NoReturn
     elif (number_cr := first_inner_cr(shorter)) is not None:  # lines it ends with CR alone
         fix = (
             f"{shorter} line {number_cr:,} holds a carriage return (\\r) inside it: where CRs "
-            f"end lines, convert them, e.g. `sed 's/\\r$//; s/\\r/\\n/g' {shorter} > fixed.txt`"
+            f"end lines, convert them, e.g. `sed 's/\\r$//; s/\\r/\\n/g' {shlex.quote(str(shorter))} > fixed.txt`"
         )
     else:
         fix = "check that they are the two sides of one corpus, one sentence per line"
@@ -121,7 +122,7 @@ def _read_tsv(path: Path) -> Iterator[tuple[str, str]]:
             fix = (
                 "keep two columns with `cut -f1,2`"
                 if columns[2:]
-                else f"keep only the lines of two columns with `awk -F'\\t' 'NF == 2' {path} > pairs.tsv`"
+                else f"keep only the lines of two columns with `awk -F'\\t' 'NF == 2 || NF == 0' {shlex.quote(str(path))} > pairs.tsv`"
             )
             raise InputError(
                 f"{path} line {number:,} has {len(columns)} tab-separated "

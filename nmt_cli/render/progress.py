@@ -22,7 +22,7 @@ from nmt_cli.progress import Event, OnEvent
 def _best(e: dict) -> str:
     """The best validation of a `done` or `resumed` event, by what it was judged on."""
     by, step = e.get("best_by", "bleu"), e["best_step"]
-    if by != "none" and not step:  # resumed from a stop before the first validation
+    if not step:  # resumed from a stop before the first validation
         return "no validation yet"
     if by == "bleu":
         return f"best dev BLEU {e['best_bleu']:.2f} at step {step}"
@@ -57,7 +57,7 @@ def shortlist_line(record: dict) -> str:
     if not record:
         return "shortlist: no dev split to check it on, so translate uses it only with --shortlist"
     with_it, without = record["dev_bleu"], record["dev_bleu_without"]
-    digits = 2 if f"{with_it:.2f}" != f"{without:.2f}" else 4  # a difference below 0.01 shown
+    digits = 4 if f"{with_it:.2f}" == f"{without:.2f}" and with_it != without else 2
     found = (
         f"shortlist: beam-{record['beam']} dev BLEU {with_it:.{digits}f} with it, "
         f"{without:.{digits}f} without ({record['sentences']:,} sentences; it "

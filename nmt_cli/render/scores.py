@@ -126,7 +126,8 @@ def search_line(search: dict) -> str:
 
 def report_json(report: EvalReport, files: dict[str, object], search: dict | None = None) -> str:
     """The report as one JSON object; keys are always present, null when not computed
-    ("search": how `eval -m` translated, null for --hyp)."""
+    ("search": how `eval -m` translated, null for --hyp; its max_len null: 2 × the source's
+    pieces + 10)."""
     by_length = None
     if report.by_length is not None:
         buckets = [dataclasses.asdict(b) for b in report.by_length]
