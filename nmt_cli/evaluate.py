@@ -90,6 +90,7 @@ class EvalReport:
     by_length: list[BucketScore] | None = None
     length_unit: str | None = None  # "words" or "characters" when by_length is set
     comparison: Comparison | None = None
+    by_length_compare: list[BucketScore] | None = None  # the second system's, with by_length
 
 
 # Reading files ---------------------------------------------------------------------------
@@ -584,17 +585,20 @@ def evaluate_corpus(
     buckets: Sequence[int] = DEFAULT_BUCKETS,
     hyps_b: Sequence[str] | None = None,
 ) -> EvalReport:
-    """Scores, plus BLEU by length when `sources` is given and a test of `hyps_b` if given.
+    """Scores, plus BLEU by length when `sources` is given (of both systems with `hyps_b`) and
+    a test of `hyps_b` if given.
 
     The comparison uses the first of `metrics`; BLEU tokenises `hyps` as the comparison does
     (see `bleu_tokenize`), so its score there is the score above.
     """
     tokenize = None if hyps_b is None else bleu_tokenize(refs, hyps, hyps_b)
     scores = score(hyps, refs, metrics, tokenize=tokenize)
-    by_length = unit = comparison = None
+    by_length = unit = comparison = by_length_b = None
     if sources is not None:
         by_length = bleu_by_length(sources, hyps, refs, buckets, tokenize)
         unit = length_unit(sources)
     if hyps_b is not None:
         comparison = compare(hyps, hyps_b, refs, metrics[0])
-    return EvalReport(scores, by_length, unit, comparison)
+        if sources is not None:  # both systems' buckets, tokenised alike
+            by_length_b = bleu_by_length(sources, hyps_b, refs, buckets, tokenize)
+    return EvalReport(scores, by_length, unit, comparison, by_length_b)

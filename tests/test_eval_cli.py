@@ -226,6 +226,20 @@ def test_json_output_holds_everything_and_nothing_else(tmp_path):
     assert comparison["verdict"].startswith("B is better than A")
     assert document["files"] == {"hyp": HYP, "refs": [REF], "src": SRC, "compare": str(second)}
     assert "BLEU by source length" in result.stderr
+    # by length, the second system too (it is the reference here: 100 in every bucket)
+    compared = document["by_length"]["buckets_compare"]
+    assert [(b["label"], b["count"]) for b in compared] == [
+        (b["label"], b["count"]) for b in buckets
+    ]
+    assert all(b["bleu"] == pytest.approx(100) for b in compared)
+    assert all(b["bleu"] < 100 for b in buckets)
+    text = _eval("--hyp", HYP, "--ref", REF, *args)
+    lines = text.stdout.splitlines()
+    assert sum(line.startswith("BLEU 1–10 words = ") for line in lines) == 1
+    assert "B: BLEU 41+ words = 100.00 (n = 3)" in lines
+    assert "bars: A above B" in text.stderr
+    alone = _eval("--hyp", HYP, "--ref", REF, "--json", "--by-length", "--src", SRC)
+    assert json.loads(alone.stdout)["by_length"]["buckets_compare"] is None
 
 
 def test_by_length_prints_buckets_and_a_bar_chart():

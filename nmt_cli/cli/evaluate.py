@@ -352,13 +352,15 @@ def _show(report, files: dict, json_output: bool, plot: Path | None, search: dic
         console.print(render.search_line(search), markup=False, highlight=False)
     console.print(render.scores_table(report.metrics))
     if report.by_length is not None:
-        console.print(render.length_table(report.by_length, report.length_unit))
+        console.print(
+            render.length_table(report.by_length, report.length_unit, report.by_length_compare)
+        )
     if report.comparison is not None:
         console.print(render.comparison_table(report.comparison, files["hyp"], files["compare"]))
     if plot is not None:
         from nmt_cli.render.plot import save_length_plot
 
-        save_length_plot(report.by_length, report.length_unit, plot)
+        save_length_plot(report.by_length, report.length_unit, plot, report.by_length_compare)
         console.print(f"wrote {plot}", markup=False)
     if json_output:
         typer.echo(render.report_json(report, files, search))

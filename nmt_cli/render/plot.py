@@ -68,15 +68,32 @@ def _save(figure, path: str | os.PathLike) -> None:
         figure.savefig(handle, format=path.suffix.lstrip(".").lower() or "png")
 
 
-def save_length_plot(buckets: list[BucketScore], unit: str, path: str | os.PathLike) -> None:
-    """Draw BLEU per length bucket as a bar chart."""
+def save_length_plot(
+    buckets: list[BucketScore],
+    unit: str,
+    path: str | os.PathLike,
+    compared: list[BucketScore] | None = None,
+) -> None:
+    """Draw BLEU per length bucket as a bar chart; with `compared` (the second system's
+    buckets) a bar of each system per bucket, A beside B."""
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(6, 3.5), layout="constrained")
     axes = figure.add_subplot()
-    labels = [b.label for b in buckets]
-    bars = axes.bar(labels, [b.bleu or 0.0 for b in buckets], color="#4878a8")
-    axes.bar_label(bars, labels=[f"n={b.count:,}" for b in buckets], fontsize="small")
+    places = np.arange(len(buckets))
+    systems = [("A", buckets)] if compared is None else [("A", buckets), ("B", compared)]
+    width = 0.8 / len(systems)
+    for k, ((name, series), colour) in enumerate(
+        zip(systems, ("#4878a8", "#c0504d"), strict=False)
+    ):
+        offset = (k - (len(systems) - 1) / 2) * width
+        bars = axes.bar(places + offset, [b.bleu or 0.0 for b in series], width, color=colour,
+                        label=name)  # fmt: skip
+        if k == len(systems) - 1:
+            axes.bar_label(bars, labels=[f"n={b.count:,}" for b in series], fontsize="small")
+    axes.set_xticks(places, [b.label for b in buckets])
+    if compared is not None:
+        axes.legend()
     axes.set_xlabel(f"source length ({unit})")
     axes.set_ylabel("BLEU")
     axes.set_title("BLEU by source length")

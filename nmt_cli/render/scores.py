@@ -49,19 +49,32 @@ def bar(value: float, top: float, width: int = BAR_WIDTH, never_empty: bool = Fa
     return "█" * full + (_EIGHTHS[part] if part else "")
 
 
-def length_table(buckets: list[BucketScore], unit: str) -> Table:
-    """Count and BLEU per source-length bucket, with a bar chart of BLEU beside them."""
-    top = max((b.bleu for b in buckets if b.bleu is not None), default=0.0)
+def length_table(
+    buckets: list[BucketScore], unit: str, compared: list[BucketScore] | None = None
+) -> Table:
+    """Count and BLEU per source-length bucket, with a bar chart of BLEU beside them; with
+    `compared` (the second system's buckets) its BLEU too, A's bar above B's."""
+    systems = [buckets] if compared is None else [buckets, compared]
+    top = max((b.bleu for s in systems for b in s if b.bleu is not None), default=0.0)
     table = Table(title=f"BLEU by source length ({unit})", title_justify="left")
+    if compared is not None:
+        table.caption, table.caption_justify = "bars: A above B", "left"
     table.add_column("length", justify="right")
     table.add_column("sentences", justify="right")
-    table.add_column("BLEU", justify="right")
+    for name in ("BLEU",) if compared is None else ("A", "B"):
+        table.add_column(name, justify="right")
     table.add_column("", min_width=BAR_WIDTH)
-    for b in buckets:
-        shown = "–" if b.bleu is None else f"{b.bleu:.2f}"
-        chart = Text("") if b.bleu is None else Text(bar(b.bleu, top), style="cyan")
-        table.add_row(b.label, f"{b.count:,}", shown, chart)
+    for row in zip(*systems, strict=True):
+        shown = ["–" if b.bleu is None else f"{b.bleu:.2f}" for b in row]
+        bars = [
+            Text(bar(b.bleu or 0.0, top), style=style) for b, style in zip(row, _BARS, strict=False)
+        ]
+        chart = Text("\n").join(bars) if any(b.bleu is not None for b in row) else Text("")
+        table.add_row(row[0].label, f"{row[0].count:,}", *shown, chart)
     return table
+
+
+_BARS = ("cyan", "magenta")  # the bars of systems A and B
 
 
 def comparison_table(comparison: Comparison, name_a: str, name_b: str) -> Table:
@@ -93,9 +106,10 @@ def plain_lines(report: EvalReport, name_a: str, name_b: str | None) -> list[str
     lines = []
     for item in report.metrics:
         lines += [item.text, f"{item.name} signature: {item.signature}"]
-    for b in report.by_length or []:
-        shown = "-" if b.bleu is None else f"{b.bleu:.2f}"
-        lines.append(f"BLEU {b.label} {report.length_unit} = {shown} (n = {b.count})")
+    for system, buckets in (("", report.by_length), ("B: ", report.by_length_compare)):
+        for b in buckets or []:
+            shown = "-" if b.bleu is None else f"{b.bleu:.2f}"
+            lines.append(f"{system}BLEU {b.label} {report.length_unit} = {shown} (n = {b.count})")
     if report.comparison is not None:
         lines += _comparison_lines(report.comparison, name_a, name_b or "")
     return lines
@@ -131,7 +145,14 @@ def report_json(report: EvalReport, files: dict[str, object], search: dict | Non
     by_length = None
     if report.by_length is not None:
         buckets = [dataclasses.asdict(b) for b in report.by_length]
-        by_length = {"unit": report.length_unit, "buckets": buckets}
+        compared = report.by_length_compare
+        by_length = {
+            "unit": report.length_unit,
+            "buckets": buckets,  # the second system's, with --compare (else null):
+            "buckets_compare": None
+            if compared is None
+            else [dataclasses.asdict(b) for b in compared],
+        }
     comparison = None if report.comparison is None else dataclasses.asdict(report.comparison)
     document = {
         "files": files,
