@@ -264,6 +264,11 @@ _KANA = re.compile("[\u3040-\u30ff\u31f0-\u31ff]")
 _TOKENIZE_SAMPLE = 2_000  # lines of each reference stream that decide the tokenisation
 
 
+# sacreBLEU's BLEU tokenisations that need nothing more installed (ja-mecab and ko-mecab need
+# MeCab; spm and flores models are downloaded).
+TOKENIZERS = ("13a", "intl", "zh", "char", "none")
+
+
 def bleu_tokenize(refs: Sequence[Sequence[str]], *hyps: Sequence[str]) -> str:
     """sacreBLEU's BLEU tokenisation for these references: '13a' (sacreBLEU's default) unless
     at least a tenth of their non-space characters are Chinese or Japanese and that text is
@@ -333,22 +338,23 @@ class _OncePerProcess(logging.Filter):
 _SACREBLEU_ONCE = _OncePerProcess()
 
 
-def _make_metric(name: str, tokenize: str = "13a"):
+def _make_metric(name: str, tokenize: str = "13a", lowercase: bool = False):
     """A sacreBLEU metric object with the sacrebleu command's default settings (BLEU with the
-    given tokenisation, see `bleu_tokenize`, and TER with its Asian support beside zh/char)."""
+    given tokenisation, see `bleu_tokenize`, and TER with its Asian support beside zh/char);
+    `lowercase`: BLEU and chrF ignore case, as sacrebleu -lc makes them (TER always does)."""
     from sacrebleu.metrics import BLEU, CHRF, TER
 
     sacrebleu_log = logging.getLogger("sacrebleu")
     if _SACREBLEU_ONCE not in sacrebleu_log.filters:
         sacrebleu_log.addFilter(_SACREBLEU_ONCE)
 
-    if name == "chrf++":
-        return CHRF(word_order=2)
+    if name in ("chrf", "chrf++"):
+        return CHRF(word_order=2 if name == "chrf++" else 0, lowercase=lowercase)
     if name == "bleu":
-        return BLEU(tokenize=tokenize)
-    if name == "ter" and tokenize != "13a":  # TER's splitting of Chinese and Japanese, which
-        return TER(normalized=True, asian_support=True)  # it applies only when normalising
-    return {"chrf": CHRF, "ter": TER}[name]()
+        return BLEU(tokenize=tokenize, lowercase=lowercase)
+    if tokenize in ("zh", "char"):  # TER's splitting of Chinese and Japanese, which it applies
+        return TER(normalized=True, asian_support=True)  # only when normalising
+    return TER()
 
 
 def _check_parallel(hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> None:
@@ -370,6 +376,7 @@ def score(
     metrics: Sequence[str] = DEFAULT_METRICS,
     by_references: bool = False,
     tokenize: str | None = None,
+    lowercase: bool = False,
 ) -> list[MetricScore]:
     """Corpus scores of `hyps` against one or more reference streams, one per metric. With
     `by_references`, BLEU's tokenisation is the references' alone (see `bleu_tokenize`), so
@@ -381,7 +388,7 @@ def score(
         tokenize = bleu_tokenize(refs) if by_references else bleu_tokenize(refs, hyps)
     results = []
     for key in metrics:
-        metric = _make_metric(key, tokenize)
+        metric = _make_metric(key, tokenize, lowercase)
         result = _corpus_score(metric, hyps, refs)
         signature = metric.get_signature().format()
         results.append(MetricScore(key, result.name, result.score, signature, result.format()))
@@ -462,6 +469,7 @@ def bleu_by_length(
     refs: Sequence[Sequence[str]],
     buckets: Sequence[int] = DEFAULT_BUCKETS,
     tokenize: str | None = None,
+    lowercase: bool = False,
 ) -> list[BucketScore]:
     """Corpus BLEU per bucket of source length (see `length_unit`); an empty source goes in the
     first, which then starts at 0 (its label says so). (`tokenize`: BLEU's tokenisation, by default `bleu_tokenize`'s for these hypotheses.)"""
@@ -478,7 +486,7 @@ def bleu_by_length(
         members[bisect.bisect_left(buckets, source_length(line, unit))].append(index)
     if any(source_length(sources[index], unit) == 0 for index in members[0]):
         bounds[0] = (0, bounds[0][1])
-    metric = _make_metric("bleu", tokenize or bleu_tokenize(refs, hyps))  # one for every bucket
+    metric = _make_metric("bleu", tokenize or bleu_tokenize(refs, hyps), lowercase)  # all buckets
     return [
         _bucket_score(lo, hi, indices, hyps, refs, metric)
         for (lo, hi), indices in zip(bounds, members, strict=True)
@@ -525,6 +533,8 @@ def compare(
     metric: str = "bleu",
     n_samples: int = 1000,
     seed: int | None = 12345,
+    tokenize: str | None = None,
+    lowercase: bool = False,
 ) -> Comparison:
     """Paired bootstrap resampling (Koehn 2004) of B against baseline A, by sacreBLEU itself.
 
@@ -542,7 +552,7 @@ def compare(
     systems = [("A", list(hyps_a)), ("B", list(hyps_b))]
     streams = [list(stream) for stream in refs]
     with _sacrebleu_seed(seed):
-        scorer = _make_metric(metric, bleu_tokenize(refs, hyps_a, hyps_b))
+        scorer = _make_metric(metric, tokenize or bleu_tokenize(refs, hyps_a, hyps_b), lowercase)
         test = PairedTest(systems, {metric: scorer}, streams, "bs", n_samples)
         signatures, results = test()
     name = next(key for key in results if key != "System")
@@ -584,21 +594,25 @@ def evaluate_corpus(
     sources: Sequence[str] | None = None,
     buckets: Sequence[int] = DEFAULT_BUCKETS,
     hyps_b: Sequence[str] | None = None,
+    tokenize: str | None = None,
+    lowercase: bool = False,
 ) -> EvalReport:
     """Scores, plus BLEU by length when `sources` is given (of both systems with `hyps_b`) and
     a test of `hyps_b` if given.
 
     The comparison uses the first of `metrics`; BLEU tokenises `hyps` as the comparison does
-    (see `bleu_tokenize`), so its score there is the score above.
+    (see `bleu_tokenize`), so its score there is the score above. `tokenize` (one of
+    TOKENIZERS) replaces that choice; `lowercase` makes BLEU and chrF ignore case.
     """
-    tokenize = None if hyps_b is None else bleu_tokenize(refs, hyps, hyps_b)
-    scores = score(hyps, refs, metrics, tokenize=tokenize)
+    if tokenize is None and hyps_b is not None:
+        tokenize = bleu_tokenize(refs, hyps, hyps_b)
+    scores = score(hyps, refs, metrics, tokenize=tokenize, lowercase=lowercase)
     by_length = unit = comparison = by_length_b = None
     if sources is not None:
-        by_length = bleu_by_length(sources, hyps, refs, buckets, tokenize)
+        by_length = bleu_by_length(sources, hyps, refs, buckets, tokenize, lowercase)
         unit = length_unit(sources)
     if hyps_b is not None:
-        comparison = compare(hyps, hyps_b, refs, metrics[0])
+        comparison = compare(hyps, hyps_b, refs, metrics[0], tokenize=tokenize, lowercase=lowercase)
         if sources is not None:  # both systems' buckets, tokenised alike
-            by_length_b = bleu_by_length(sources, hyps_b, refs, buckets, tokenize)
+            by_length_b = bleu_by_length(sources, hyps_b, refs, buckets, tokenize, lowercase)
     return EvalReport(scores, by_length, unit, comparison, by_length_b)

@@ -379,6 +379,39 @@ def test_eval_says_whether_the_shortlist_translated(toy_model_dir, tmp_path):
         assert f"shortlist {'on' if used else 'off'}" in result.stderr
 
 
+def test_tokenisation_and_case_are_chosen_as_in_sacrebleu(tmp_path):
+    """--tokenize and --lowercase give sacreBLEU's own scores and signatures (sacrebleu
+    --tokenize, -lc for BLEU and --chrf-lowercase for chrF); TER ignores case already."""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    hyps = Path(HYP).read_text(encoding="utf-8").splitlines()
+    lower = tmp_path / "ref.lc.en"
+    lower.write_text(Path(REF).read_text(encoding="utf-8").lower(), encoding="utf-8")
+    refs = [lower.read_text(encoding="utf-8").splitlines()]
+    for args, bleu, chrf in (
+        ([], BLEU(), CHRF()),
+        (["--lowercase"], BLEU(lowercase=True), CHRF(lowercase=True)),
+        (["--tokenize", "intl", "--lowercase"], BLEU(tokenize="intl", lowercase=True),
+         CHRF(lowercase=True)),
+        (["--tokenize", "none"], BLEU(tokenize="none"), CHRF()),
+    ):  # fmt: skip
+        result = _eval("--hyp", HYP, "--ref", str(lower), "--metrics", "bleu,chrf", "--json", *args)
+        assert result.exit_code == 0, result.output
+        scores = json.loads(result.stdout)["metrics"]
+        expected = [bleu.corpus_score(hyps, refs), chrf.corpus_score(hyps, refs)]
+        assert [m["score"] for m in scores] == pytest.approx([e.score for e in expected])
+        assert [m["signature"] for m in scores] == [
+            str(bleu.get_signature()),
+            str(chrf.get_signature()),
+        ]
+    assert json.loads(_eval("--hyp", HYP, "--ref", str(lower), "--metrics", "bleu", "--json",
+                            "--lowercase").stdout)["metrics"][0]["score"] > json.loads(
+        _eval("--hyp", HYP, "--ref", str(lower), "--metrics", "bleu", "--json").stdout
+    )["metrics"][0]["score"]  # fmt: skip
+    refused = _eval("--hyp", HYP, "--ref", REF, "--tokenize", "ja-mecab")
+    assert refused.exit_code == 2 and "--tokenize must be auto or one of 13a" in refused.output
+
+
 def test_bars_scale_to_the_longest_and_resolve_eighths():
     from nmt_cli.render.scores import bar
 

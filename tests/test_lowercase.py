@@ -52,6 +52,13 @@ def test_lowercase_data_trains_a_model_that_lowercases_its_input(tmp_path):
         scored = invoke("eval", "-m", model, "--src", dev_src, "--ref", references)
         assert scored.exit_code == 0, scored.output
         assert (told in " ".join(scored.stderr.split())) is warned, references
+    told_to = invoke("eval", "-m", model, "--src", dev_src, "--ref", dev_tgt)
+    assert "give --lowercase for a score of what the model can write" in " ".join(
+        told_to.stderr.split()
+    )
+    ignored = invoke("eval", "-m", model, "--src", dev_src, "--ref", dev_tgt, "--lowercase")
+    assert ignored.exit_code == 0 and told not in " ".join(ignored.stderr.split())
+    assert "case:lc" in ignored.stdout
 
 
 def test_without_lowercase_the_text_keeps_its_case(toy_model_dir, toy_data_dir):

@@ -53,6 +53,18 @@ def evaluate(
     metrics: str = option(
         "bleu,chrf,ter", "Comma-separated: bleu, chrf, chrf++, ter.", "--metrics"
     ),
+    tokenize: str = option(
+        "auto",
+        "BLEU's tokenisation (sacreBLEU's): 13a, intl, zh, char, none, or auto (13a; zh or "
+        "char where the references are unsegmented Chinese or Japanese).",
+        "--tokenize",
+    ),
+    lowercase: bool = option(
+        False,
+        "Ignore case in BLEU and chrF (sacrebleu -lc and --chrf-lowercase; TER ignores it "
+        "already).",
+        "--lowercase",
+    ),
     by_length: bool = option(False, "BLEU per source-length bucket (needs --src).", "--by-length"),
     buckets: str = option(
         "10,20,30,40", "Upper bounds of the length buckets; the last is open.", "--buckets"
@@ -97,6 +109,7 @@ def evaluate(
 
         check_output_file(save_hyp, "--save-hyp", inputs)
     metric_names, bounds = _parse_metrics(metrics), _parse_buckets(buckets)
+    tokenizer = _parse_tokenize(tokenize)
     if not with_length and given_on_the_command_line(context, ("buckets",)):
         from nmt_cli.errors import ConfigError
 
@@ -128,7 +141,8 @@ def evaluate(
             model[0], device, quantize, threads, shortlist, partners=model[1:], bf16=bf16
         )
         translator.check(search)
-        _warn_if_lowercased_against_capitals(translator, refs_paths, texts["refs"])
+        if not lowercase:
+            _warn_if_lowercased_against_capitals(translator, refs_paths, texts["refs"])
         hyps = _translate(translator, texts["src"], search, save_hyp)
         name_a = str(save_hyp or f"{' + '.join(map(str, model))} on {src}")
         # how -m translated: the shortlist is the model's own choice unless told (it differs
@@ -144,7 +158,9 @@ def evaluate(
     else:
         searched = None
     sources = texts["src"] if with_length else None
-    report = evaluate_corpus(hyps, texts["refs"], metric_names, sources, bounds, texts["compare"])
+    report = evaluate_corpus(
+        hyps, texts["refs"], metric_names, sources, bounds, texts["compare"], tokenizer, lowercase
+    )
     files = {"hyp": name_a, "refs": [str(p) for p in refs_paths], "src": _name(src)}
     _show(report, {**files, "compare": _name(compare)}, json_output, plot, searched)
 
@@ -203,7 +219,7 @@ def _warn_if_lowercased_against_capitals(translator, refs: list[Path], texts) ->
             warn(
                 f"{translator.model_dir} writes lowercase (its data was prepared with "
                 f"--lowercase) and {path} has capital letters: each counts as an error here; "
-                "lowercase the references for a score of what the model can write"
+                "give --lowercase for a score of what the model can write"
             )
             return
 
@@ -260,6 +276,20 @@ def _parse_metrics(text: str) -> list[str]:
     names = list(dict.fromkeys(n.strip().lower() for n in text.split(",") if n.strip()))
     check_metrics(names)
     return names
+
+
+def _parse_tokenize(name: str) -> str | None:
+    """--tokenize: one of sacreBLEU's tokenisations, or None for "auto"."""
+    from nmt_cli.errors import ConfigError
+    from nmt_cli.evaluate import TOKENIZERS
+
+    if name == "auto":
+        return None
+    if name not in TOKENIZERS:
+        raise ConfigError(
+            f"--tokenize must be auto or one of {', '.join(TOKENIZERS)}, got {name!r}"
+        )
+    return name
 
 
 def _parse_buckets(text: str) -> list[int]:
