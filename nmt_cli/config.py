@@ -287,6 +287,9 @@ def _resolve(
             "vocabulary sizes from the data directory, align_shift from the decoder style under "
             f"guided alignment): remove {'it' if len(derived) == 1 else 'them'}"
         )
+    if config_file is not None:  # every value of the file of its type, a flag over it or not
+        for section, cls in (("model", ModelConfig), ("train", TrainConfig)):
+            _build(cls, data.get(section, {}), f"{source}: [{section}]")
     from_file = {section: set(data.get(section, {})) for section in ("model", "train")}
     for section, values in overrides.items():
         merged = dict(data.get(section, {}))

@@ -503,6 +503,19 @@ def test_a_bad_flag_over_a_config_file_is_named_as_the_flag(toy_data_dir, tmp_pa
     assert result.exit_code == 2 and result.stderr.startswith("error: --lr must be in (0, 10]")
 
 
+def test_a_value_of_the_wrong_type_in_a_config_file_is_refused_under_a_flag_too(
+    toy_data_dir, tmp_path
+):
+    """`max_steps = "10"` was refused alone and accepted when --max-steps overrode it: the
+    file is wrong either way, and the next run without the flag would fail on it."""
+    config = tmp_path / "c.toml"
+    config.write_text('[train]\nmax_steps = "10"\n')
+    result = invoke("train", toy_data_dir, "-o", tmp_path / "m", "--config", config,
+                    "--max-steps", "1")  # fmt: skip
+    assert result.exit_code == 2 and not (tmp_path / "m").exists()
+    assert f"{config} line 2: [train] max_steps must be a whole number, got '10'" in result.stderr
+
+
 def test_a_config_file_may_start_with_a_byte_order_mark(tmp_path):
     from nmt_cli.config import load_toml
 
