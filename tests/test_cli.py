@@ -1652,21 +1652,22 @@ def test_serve_without_its_web_stack_names_the_install_command(toy_model_dir, mo
     assert f"{sys.executable} -m pip install fastapi uvicorn httptools" in result.stderr
 
 
-def _typed_console(lines: list[str], width: int = 100):
-    """A console whose user types `lines`, then Ctrl-D (what the prompt reads and draws on)."""
+def _typed_console(monkeypatch, lines: list[str], width: int = 100):
+    """The console the prompt draws on, its user typing `lines` (to input(), which the prompt
+    reads through readline), then Ctrl-D."""
     import io
 
     from rich.console import Console
 
-    class Typed(Console):
-        def input(self, *args, **kwargs):
-            line = next(typed, None)
-            if line is None:
-                raise EOFError
-            return line
+    def typing(prompt: str = "") -> str:
+        line = next(typed, None)
+        if line is None:
+            raise EOFError
+        return line
 
     typed = iter(lines)
-    return Typed(file=io.StringIO(), width=width, color_system=None)
+    monkeypatch.setattr("builtins.input", typing)
+    return Console(file=io.StringIO(), width=width, color_system=None)
 
 
 def test_a_typed_line_is_read_as_a_file_line_is_and_a_bad_one_does_not_end_the_prompt(
@@ -1687,7 +1688,7 @@ def test_a_typed_line_is_read_as_a_file_line_is_and_a_bad_one_does_not_end_the_p
     typed = ["apple \udcff river", "apple\0river", long, "green house"]
 
     def shown(on_invalid: str) -> str:
-        console = _typed_console(typed, width=400)
+        console = _typed_console(monkeypatch, typed, width=400)
         monkeypatch.setattr(boundary, "_console", console)
         _prompt_loop(translator, SearchOptions(beam_size=1), on_invalid=on_invalid)
         return console.file.getvalue()
@@ -1722,7 +1723,7 @@ def test_the_prompt_shows_links_or_says_why_there_are_none(
     from nmt_cli.translator import Translator
 
     def shown(model_dir) -> str:
-        console = _typed_console(["apple river", "", "green house"])
+        console = _typed_console(monkeypatch, ["apple river", "", "green house"])
         monkeypatch.setattr(boundary, "_console", console)
         _prompt_loop(Translator.load(model_dir), SearchOptions(beam_size=1))
         return console.file.getvalue()
