@@ -309,6 +309,9 @@ def _shortlist_lines(results: BenchResults) -> list[str]:
         if not record:
             found.append(f"{system}: not checked (no record), so off")
             continue
+        if record["dev_bleu"] is None:  # it kept too many pieces to be worth translating
+            found.append(f"{system}: off (it keeps {record['kept']:.1%} of the pieces)")
+            continue
         found.append(
             f"{system}: {'on' if record['default'] else 'off'} (dev BLEU "
             f"{record['dev_bleu']:.2f} with it, {record['dev_bleu_without']:.2f} without, "

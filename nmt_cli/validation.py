@@ -132,22 +132,26 @@ class ShortlistCheck:
     layer to pay (the demo's 800-piece model keeps over a quarter of its pieces and searches
     hardly faster with them), while one of an 8,000-piece Multi30k model keeps a few percent.
     The whole dev split (up to `SHORTLIST_SENTENCES`) is translated, not validation's sample:
-    BLEU differences this small need every sentence there is."""
+    BLEU differences this small need every sentence there is; where the shortlist keeps too
+    much, nothing is translated (the verdict is known: no)."""
 
-    bleu: float  # with the shortlist
-    without: float  # over the whole vocabulary
+    bleu: float | None  # with the shortlist (None: not translated, as it keeps too much)
+    without: float | None  # over the whole vocabulary
     kept: float  # mean share of the target vocabulary in one sentence's shortlist
     sentences: int
 
     @property
     def default(self) -> bool:
+        if self.kept > SHORTLIST_MOST_KEPT or self.bleu is None or self.without is None:
+            return False
         bleu, without = round(self.bleu, 4), round(self.without, 4)  # as recorded and shown
-        return self.kept <= SHORTLIST_MOST_KEPT and bleu >= without - SHORTLIST_TOLERANCE
+        return bleu >= without - SHORTLIST_TOLERANCE
 
     def record(self) -> dict:
         return {
-            "dev_bleu": round(self.bleu, 4),  # (4 places: the verdict may turn on less than 0.01)
-            "dev_bleu_without": round(self.without, 4),
+            # (4 places: the verdict may turn on less than 0.01; None: not translated)
+            "dev_bleu": None if self.bleu is None else round(self.bleu, 4),
+            "dev_bleu_without": None if self.without is None else round(self.without, 4),
             "kept": round(self.kept, 4),
             "sentences": self.sentences,
             "beam": SHORTLIST_BEAM,
@@ -171,6 +175,10 @@ def check_shortlist(
 
     tokenizer = Tokenizer(data.tgt_spm)
     sources, refs = dev_sample(data, SHORTLIST_SENTENCES, config.max_len)
+    vocab = model.config.tgt_vocab_size
+    kept = sum(len(shortlist.ids_for([ids])) for ids in sources) / max(1, len(sources)) / vocab
+    if kept > SHORTLIST_MOST_KEPT:  # too much to pay, whatever the BLEU: nothing to translate
+        return ShortlistCheck(None, None, kept, len(sources))
     options = SearchOptions(beam_size=SHORTLIST_BEAM)
     output = OutputLayer.of(model.generator)
     bleu = []
@@ -178,6 +186,4 @@ def check_shortlist(
         hyps = decode_ids(model, sources, device, options, used, False, output)
         texts = [tokenizer.decode(nbest[0].tokens) for nbest in hyps]
         bleu.append(score(texts, refs, ["bleu"], by_references=True)[0].score)
-    vocab = model.config.tgt_vocab_size
-    kept = sum(len(shortlist.ids_for([ids])) for ids in sources) / max(1, len(sources)) / vocab
     return ShortlistCheck(bleu[0], bleu[1], kept, len(sources))

@@ -232,7 +232,7 @@ def test_shortlist_command_writes_the_shortlist(toy_data_dir, toy_model_dir, tmp
         (target / name).write_bytes((toy_model_dir / name).read_bytes())
     result = invoke("shortlist", toy_data_dir, target)
     assert result.exit_code == 0, result.output
-    assert "shortlist: beam-5 dev BLEU" in result.stderr  # checked on the dev split
+    assert "shortlist: it keeps 100% of the target pieces on 40 dev" in result.stderr  # checked
     record = json.loads((target / "meta.json").read_text())["shortlist"]
     assert record == json.loads((toy_model_dir / "meta.json").read_text())["shortlist"]
     written = Shortlist.load(target / SHORTLIST_FILE)
@@ -268,8 +268,8 @@ def test_resume_keeps_the_shortlist_a_fresh_run_rewrites_it(toy_model_dir, toy_d
     assert "shortlist" not in json.loads((model / "meta.json").read_text())
     result = invoke("train", toy_data_dir, "-o", model, "--force", "--max-steps", 1)
     assert result.exit_code == 0, result.output
-    assert "shortlist: translating" in result.output  # said before the check's translations
-    assert "shortlist: beam-5 dev BLEU" in result.output  # checked at the end
+    assert "shortlist: checking it on 40 dev sentences" in result.output  # said before the check
+    assert "too many to pay" in result.output  # the toy's 60 pieces: checked at the end
     rewritten = Shortlist.load(model / SHORTLIST_FILE)
     assert rewritten.candidates.shape[0] == Translator.load(model).model.config.src_vocab_size
 
@@ -281,6 +281,45 @@ def test_the_check_makes_the_shortlist_the_default_only_where_it_is_small_and_co
     assert ShortlistCheck(26.17, 26.17, 0.04, 1000).default  # the same
     assert not ShortlistCheck(35.86, 35.92, 0.04, 1000).default  # lost 0.06: too close to tell
     assert not ShortlistCheck(90.61, 90.56, 0.29, 200).default  # keeps too much to pay
+    assert not ShortlistCheck(None, None, 0.29, 200).default  # so much that nothing was translated
+
+
+def test_a_shortlist_that_keeps_too_much_is_judged_without_translating(
+    toy_model_dir, toy_data_dir, monkeypatch
+):
+    """The toy's shortlist keeps every piece of its small vocabulary: the verdict (no) needs no
+    translation. Where a shortlist is small enough, the dev split is translated with and
+    without it, and the BLEU decides."""
+    from nmt_cli import validation
+    from nmt_cli.data.datadir import load_data_dir
+
+    loaded = Translator.load(toy_model_dir, shortlist=False)
+    data = load_data_dir(toy_data_dir)
+    shortlist = Shortlist.load(toy_model_dir / SHORTLIST_FILE)
+    translated = []
+    from nmt_cli import decoding  # (the check imports decode_ids from it when it runs)
+
+    real = decoding.decode_ids
+
+    def counting(*args, **kwargs):
+        translated.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(decoding, "decode_ids", counting)
+    check = validation.check_shortlist(
+        loaded.model, data, loaded.config.train, torch.device("cpu"), shortlist
+    )
+    assert check.kept > validation.SHORTLIST_MOST_KEPT and check.bleu is None
+    assert not check.default and translated == []
+    monkeypatch.setattr(validation, "SHORTLIST_MOST_KEPT", 1.0)
+    check = validation.check_shortlist(
+        loaded.model, data, loaded.config.train, torch.device("cpu"), shortlist
+    )
+    assert len(translated) == 2 and check.bleu is not None and check.without is not None
+    assert check.default is (round(check.bleu, 4) >= round(check.without, 4))
+    from nmt_cli.render.progress import shortlist_line
+
+    assert "shortlist: beam-5 dev BLEU" in shortlist_line(check.record())
 
 
 def _with_record(model, **fields) -> None:

@@ -50,18 +50,20 @@ def _train_ppl(event: dict) -> str:
 def shortlist_line(record: dict) -> str:
     """What the check of the lexical shortlist found (meta.json's "shortlist")."""
     if "checking" in record:
-        return (
-            f"shortlist: translating {record['checking']:,} dev sentences at beam 5 with and "
-            "without it…"
-        )
+        return f"shortlist: checking it on {record['checking']:,} dev sentences…"
     if not record:
         return "shortlist: no dev split to check it on, so translate uses it only with --shortlist"
     with_it, without = record["dev_bleu"], record["dev_bleu_without"]
+    kept = f"it keeps {record['kept']:.0%} of the target pieces"
+    if with_it is None or without is None:  # decided by its size alone: not translated
+        return (
+            f"shortlist: {kept} on {record['sentences']:,} dev sentences, too many to pay, so "
+            "translate uses it only with --shortlist"
+        )
     digits = 4 if f"{with_it:.2f}" == f"{without:.2f}" and with_it != without else 2
     found = (
         f"shortlist: beam-{record['beam']} dev BLEU {with_it:.{digits}f} with it, "
-        f"{without:.{digits}f} without ({record['sentences']:,} sentences; it "
-        f"keeps {record['kept']:.0%} of the target pieces)"
+        f"{without:.{digits}f} without ({record['sentences']:,} sentences; {kept})"
     )
     if record["default"]:
         return f"{found}: translate uses it unless given --no-shortlist"
