@@ -252,7 +252,7 @@ def load_toml(path: Path) -> dict[str, Any]:
             return tomllib.loads(handle.read().removeprefix(b"\xef\xbb\xbf").decode("utf-8"))
     except FileNotFoundError:
         if str(path) == "-":
-            raise stdin_not_read("the config file") from None
+            raise stdin_not_read("the config file", pipes=False) from None
         raise ConfigError(
             f"config file {path} does not exist: check the path or drop --config"
         ) from None

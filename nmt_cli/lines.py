@@ -117,20 +117,20 @@ def check_regular(path: Path, what: str = "") -> None:
         )
 
 
-def stdin_not_read(what: str) -> InputError:
-    """The error for a "-" given where `what` (a file read twice, or a config) must be a file."""
-    return InputError(
-        f"- (standard input) is not read in place of {what}: give a file, or <(command) for "
-        "a command's output"
-    )
+def stdin_not_read(what: str, pipes: bool = True) -> InputError:
+    """The error for a "-" given where `what` (a file read twice, or a config) must be a file;
+    `pipes`: whether the command takes <(command) there (it reads a pipe to its end once)."""
+    other = "or <(command) for a command's output" if pipes else "(write a command's output to one)"
+    return InputError(f"- (standard input) is not read in place of {what}: give a file {other}")
 
 
-def check_readable(path: Path) -> None:
-    """Raise InputError unless `path` is an existing, readable regular file (or a held pipe)."""
+def check_readable(path: Path, pipes: bool = True) -> None:
+    """Raise InputError unless `path` is an existing, readable regular file (or a held pipe;
+    `pipes`: whether the command holds them, for the advice to a "-")."""
     if _held(path) is not None:
         return
     if str(path) == "-" and not path.exists():
-        raise stdin_not_read("this file")
+        raise stdin_not_read("this file", pipes)
     if not path.exists():
         raise InputError(f"{path} does not exist: check the path")
     if path.is_dir():

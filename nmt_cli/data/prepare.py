@@ -147,7 +147,7 @@ def prepare(options: PrepareOptions, progress: OnEvent = ignore) -> PrepareRepor
     options.check()
     for source in (options.train, options.dev, options.test):
         for path in source.files if source else ():
-            check_readable(path)
+            check_readable(path, pipes=False)  # a corpus is read more than once
     inputs = [path for source in (options.train, options.dev, options.test) if source
               for path in source.files]  # fmt: skip
     with staged_directory(options.output, options.force, inputs, MANIFEST) as stage:
