@@ -1209,6 +1209,36 @@ def test_align_refuses_tab_separated_pairs_on_stdin_and_names_tsv(toy_model_dir,
     assert given.exit_code == piped.exit_code == 0 and given.stdout == piped.stdout
 
 
+def test_a_gold_file_of_the_other_direction_is_warned_of_where_every_link_fits_both_ways(
+    toy_model_dir, tmp_path
+):
+    """Source and target of one length: every link fits read either way, so no link tells a
+    target-source gold file. Where the swapped reading scores better, the user is told."""
+    text = "apple river green ||| GREEN RIVER APPLE\ngreen bird house ||| HOUSE BIRD GREEN\n"
+    pairs = tmp_path / "pairs.txt"
+    pairs.write_text(text, encoding="utf-8")
+    aligned = invoke("align", "-m", toy_model_dir, "--view", "none", "-i", pairs)
+    assert aligned.exit_code == 0, aligned.output
+    links = [{tuple(map(int, x.split("-"))) for x in line.split()}
+             for line in aligned.stdout.splitlines()]  # fmt: skip
+    assert any(own != {(j, i) for i, j in own} for own in links)  # (not all symmetric)
+    for name, written in (
+        ("same", links),
+        ("swapped", [{(j, i) for i, j in own} for own in links]),
+    ):
+        gold = tmp_path / f"{name}.align"
+        gold.write_text(
+            "".join(" ".join(f"{i}-{j}" for i, j in sorted(own)) + "\n" for own in written),
+            encoding="utf-8",
+        )
+        scored = invoke("align", "-m", toy_model_dir, "--view", "none", "-i", pairs, "--gold", gold)
+        assert scored.exit_code == 0, scored.output
+        told = "read the other way round (target-source links) every gold link fits too"
+        said = " ".join(scored.stderr.split())
+        assert (told in said) is (name == "swapped"), scored.stderr
+    assert "and the AER is 0.00% against" in said  # the links, read as the file meant them
+
+
 def test_align_gold_files_may_end_in_empty_lines(toy_model_dir, tmp_path):
     src, tgt, gold = tmp_path / "a.src", tmp_path / "a.tgt", tmp_path / "gold.align"
     src.write_text("apple river\ngreen bird\n", encoding="utf-8")

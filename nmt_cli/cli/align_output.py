@@ -220,7 +220,7 @@ class AlignOutput:
 
     def _score(self, gold):
         """The score of the links against `gold`; InputError if the gold does not fit them."""
-        from nmt_cli.alignment import LinkListedGold, check_range, score_alignments
+        from nmt_cli.alignment import GoldAlignment, LinkListedGold, check_range, score_alignments
         from nmt_cli.errors import InputError
 
         base = 1 if isinstance(gold, LinkListedGold) else 0  # NAACL counts words from 1
@@ -245,7 +245,18 @@ class AlignOutput:
                 f"pairs (from pair {self.listed + 1:,} on): they count as pairs without gold "
                 "links; check that the file is whole"
             )
-        return score_alignments(self.predicted, gold)
+        score = score_alignments(self.predicted, gold)
+        if self._fits_swapped(gold):  # no link tells the direction: do the scores?
+            swapped = [GoldAlignment(_swap(g.sure), _swap(g.possible)) for g in gold]
+            other = score_alignments(self.predicted, swapped)
+            if other.aer < score.aer:
+                warn(
+                    f"{self.gold_path}: read the other way round (target-source links) every "
+                    f"gold link fits too, and the AER is {other.aer * 100:.2f}% against "
+                    f"{score.aer * 100:.2f}%: check the file's direction (if it lists target-"
+                    "source links, swap each i-j to j-i, or align in its direction)"
+                )
+        return score
 
     def _report(self, score, pairs: int) -> None:
         nulls = getattr(self.gold, "nulls", 0)  # a NAACL file's links to NULL
@@ -292,3 +303,8 @@ def _without_trailing_empty(gold: list, pairs: int) -> list:
     if len(gold) == pairs + 1 and not gold[-1].possible:
         return gold[:pairs]
     return gold
+
+
+def _swap(links) -> frozenset:
+    """Links i-j read as j-i."""
+    return frozenset((j, i) for i, j in links)
