@@ -303,9 +303,13 @@ def _check_shapes(model: Seq2Seq, weights: dict, path: Path) -> None:
         wrong = sorted(set(expected) ^ set(given)) or sorted(
             n for n in expected if expected[n] != given.get(n)
         )
+        first = wrong[0]
+        if first in expected and first in given and expected[first][0] == given[first][0]:
+            kinds = [str(t[1]).removeprefix("torch.") for t in (given[first], expected[first])]
+            first += " is {}, where the model holds {}".format(*kinds)  # the shape fits
         raise ArtifactError(
             f"{path}: the weights do not fit the stored configuration (first mismatch: "
-            f"{wrong[0]}); the file is damaged or was edited: retrain or restore it"
+            f"{first}); the file is damaged or was edited: retrain or restore it"
         )
 
 
