@@ -74,6 +74,13 @@ class Trainer:
         # under bfloat16 autocast (see `device.low_mm`); on a GPU under autocast, for speed.
         precision = self.update.autocast if self.device.type == "cuda" else nullcontext()
         self.validate = Validator(data, t, self.device, precision)
+        if long := self.validate.long_dev_pairs():
+            self._emit(Event("warning", {"message": (
+                f"{long:,} dev pair{'s are' if long > 1 else ' is'} longer than max_len "
+                f"{t.max_len} pieces on a side: left out of the dev loss, as such pairs are "
+                f"from training (dev BLEU translates the first {t.max_len} pieces of their "
+                "sources)"
+            )}))  # fmt: skip
 
     # -- data -------------------------------------------------------------------------------
     def _load_training_data(self) -> None:

@@ -8,6 +8,7 @@ import time
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from nmt_cli.batching import iterate_batches, make_batches
@@ -60,16 +61,35 @@ class Validator:
         loss, bleu = self.dev_loss(model), self.dev_bleu(model)
         return DevScores(loss, bleu, round(time.monotonic() - started, 1))
 
+    def long_dev_pairs(self) -> int:
+        """Dev pairs longer than max_len pieces on a side: left out of the dev loss."""
+        if not self.data.has_split("dev"):
+            return 0
+        return len(self.data.ids("dev", "src")) - len(self._loss_rows())
+
+    def _loss_rows(self) -> np.ndarray:
+        """The dev pairs of the dev loss: those training would take (at most max_len pieces a
+        side). A longer one (a paragraph never split into sentences) costs memory as the
+        square of its length in the attention: one of a million pieces asked for 4 TB."""
+        src, tgt = self.data.ids("dev", "src"), self.data.ids("dev", "tgt")
+        longest = self.config.max_len
+        return np.flatnonzero((src.lengths <= longest) & (tgt.lengths <= longest))
+
     @torch.inference_mode()
     def dev_loss(self, model: Seq2Seq) -> float | None:
-        """Per-token NLL on the whole dev split."""
+        """Per-token NLL on the dev split's pairs of at most max_len pieces a side (None if
+        there are none)."""
         if not self.data.has_split("dev"):
+            return None
+        rows = self._loss_rows()
+        if not len(rows):
             return None
         model.eval()
         src, tgt = self.data.ids("dev", "src"), self.data.ids("dev", "tgt")
         batches = make_batches(
-            src.lengths, tgt.lengths, self.config.batch_tokens, 0, 0, shuffle=False
+            src.lengths[rows], tgt.lengths[rows], self.config.batch_tokens, 0, 0, shuffle=False
         )
+        batches = [rows[batch] for batch in batches]
         total, tokens = 0.0, 0
         for _, batch in iterate_batches(src, tgt, batches):
             batch = batch.to(self.device)

@@ -706,3 +706,65 @@ def test_two_vocabularies_of_one_size_get_two_embeddings(tmp_path):
     for config_file in (None, toml):
         _, resumed = checked_settings(out, tmp_path / "model", config_file, {}, resume=True)
         assert not resumed.model.share_embeddings
+
+
+def test_the_counts_are_whole_in_a_log_whatever_its_width(tmp_path):
+    """stderr to a file (nohup, 2> log, CI): rich assumes 80 columns there and cut the counts
+    of a large corpus to "2,000,0…"; the table is written at the width its numbers need."""
+    import os
+    import subprocess
+    import sys
+
+    src, tgt = _write_pair(tmp_path, "train", _pairs(300))
+    out = tmp_path / "data"
+    done = subprocess.run(
+        [sys.executable, "-m", "nmt_cli", "prepare", "--src", str(src), "--tgt", str(tgt),
+         "--vocab-size", "50", "-o", str(out)],
+        capture_output=True, text=True, check=False, env={**os.environ, "COLUMNS": "30"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    counts = json.loads((out / MANIFEST).read_text())["counts"]["train"]
+    row = next(line for line in done.stderr.splitlines() if line.startswith("train"))
+    assert "…" not in row and row.split()[1] == f"{counts['read']:,}"
+
+
+def test_a_dev_pair_too_long_to_train_on_is_left_out_of_the_dev_loss(tmp_path):
+    """A dev line never split into sentences (a paragraph, a pasted document) went whole into
+    the dev loss, whose attention takes memory as the square of its length: one of a million
+    characters asked for 4 TB at the first validation, after the updates before it. It is
+    left out, as from training, and said so once."""
+    import torch
+
+    from nmt_cli.config import Config, ModelConfig, TrainConfig
+    from nmt_cli.model.seq2seq import Seq2Seq
+    from nmt_cli.validation import Validator
+
+    src, tgt = _write_pair(tmp_path, "train", _pairs(300))
+    dev = _pairs(20, seed=1)
+    outs = {}
+    for name, extra in (("short", []), ("long", [(" ".join(["haus"] * 400), "house " * 400)])):
+        dev_src, dev_tgt = _write_pair(tmp_path, f"dev-{name}", dev + extra)
+        outs[name] = tmp_path / name
+        args = ("--src", src, "--tgt", tgt, "--dev-src", dev_src, "--dev-tgt", dev_tgt)
+        assert _prepare(*args, "--vocab-size", 50, "-o", outs[name]).exit_code == 0
+    data = {name: load_data_dir(out) for name, out in outs.items()}
+    assert data["short"].src_spm.read_bytes() == data["long"].src_spm.read_bytes()
+    vocab = Tokenizer(data["short"].src_spm).vocab_size
+    torch.manual_seed(0)
+    config = Config(model=ModelConfig(emb_size=8, hidden_size=8, src_vocab_size=vocab,
+                                      tgt_vocab_size=vocab), train=TrainConfig(max_len=100))  # fmt: skip
+    model = Seq2Seq(config.model)
+    losses = {}
+    for name, one in data.items():
+        validator = Validator(
+            one, config.train, torch.device("cpu"), torch.autocast("cpu", enabled=False)
+        )
+        losses[name] = (validator.dev_loss(model), validator.long_dev_pairs())
+    assert losses["long"] == (losses["short"][0], 1) and losses["short"][1] == 0
+    model_dir = tmp_path / "model"
+    trained = runner.invoke(app, ["train", str(outs["long"]), "-o", str(model_dir), "--max-steps",
+                                  "2", "--valid-every", "2", "--emb-size", "8", "--hidden-size", "8"])  # fmt: skip
+    assert trained.exit_code == 0, trained.output
+    assert "1 dev pair is longer than max_len 100 pieces on a side" in " ".join(
+        trained.stderr.split()
+    )

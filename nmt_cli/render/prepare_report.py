@@ -12,9 +12,18 @@ if TYPE_CHECKING:
 
 def render_prepare_report(report: PrepareReport, console: Console) -> None:
     """Print the per-split counts, the tokenizers and where the data went."""
+    from rich.console import Console
     from rich.markup import escape
+    from rich.measure import Measurement
 
-    console.print(_counts_table(report))
+    table = _counts_table(report)
+    table.caption = None  # (printed below it, wrapped at the console's width)
+    needed = Measurement.get(console, console.options.update_width(1000), table).maximum
+    if console.is_terminal or needed <= console.width or console.quiet:
+        console.print(table)
+    else:  # a log (nohup, 2> file): whole numbers, whatever the width rich assumes there
+        Console(file=console.file, width=needed, no_color=True, highlight=False).print(table)
+    console.print("\n".join(_notes(report)), style="dim")
     for side, model in _distinct_tokenizers(report):
         asked = f" (asked {model.requested_vocab_size:,})" if model.fell_back else ""
         console.print(
@@ -54,7 +63,6 @@ def _counts_table(report: PrepareReport):
         numbers = (counts.read, counts.normalized, counts.empty, counts.too_long, counts.ratio)
         numbers += (counts.duplicate, split.pairs, split.src_pieces, split.tgt_pieces)
         table.add_row(split.name, *(f"{n:,}" for n in numbers))
-    table.caption = "\n".join(_notes(report))
     return table
 
 
