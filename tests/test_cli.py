@@ -1571,6 +1571,37 @@ def test_sigterm_stops_translate_as_ctrl_c_does(toy_model_dir):
     assert errors.decode().strip() == "interrupted"
 
 
+def test_a_file_translated_to_a_file_shows_its_progress_on_the_terminal(toy_model_dir, tmp_path):
+    """`nmt translate -i big.de > big.en` at a terminal: a bar of the file's lines on stderr
+    (it said nothing for hours on a large file); the output is the same as without it."""
+    import pty
+
+    source = tmp_path / "in.txt"
+    words = ["apple", "river", "green", "bird", "house", "stone"]
+    source.write_text("".join(f"{words[k % 6]} {words[(k * 5) % 6]}\n" for k in range(600)))
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nmt_cli", "translate", "-m", str(toy_model_dir), "-i", str(source)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=follower,
+    )  # fmt: skip
+    os.close(follower)
+    import threading
+
+    output = []  # read beside the terminal, so that neither side's buffer fills and blocks
+    reader = threading.Thread(target=lambda: output.append(process.stdout.read()))
+    reader.start()
+    try:
+        shown = _read_until(leader, b"600/600", seconds=60)
+        assert process.wait(timeout=60) == 0
+    finally:
+        process.kill()
+        reader.join(timeout=60)
+        os.close(leader)
+    assert b"translating" in shown and b"600/600" in shown
+    quiet = invoke("translate", "-m", toy_model_dir, "-i", source)  # stderr not a terminal
+    assert quiet.stderr == "" and [quiet.stdout.encode()] == output
+
+
 def test_ctrl_c_while_the_application_loads_ends_as_it_does_later():
     """Ctrl-C in the first tenths of a second (while typer and rich load) printed a traceback;
     it ends as it does later: one `interrupted` line, exit 130."""

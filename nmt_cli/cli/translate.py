@@ -161,16 +161,37 @@ def translate(
     waiting = getattr(stream, "waiting", None)
     write = _writer(translator, json_output, align, nbest, warnings, name)
     out, number = sys.stdout, 0
-    for batch in batches(lines, chunk, waiting):  # (the options were checked at loading)
-        for translation in translator.translate_chunk(
-            batch, options, replace_unk, with_attention=with_attention or replace_unk
-        ):
-            number += 1
-            out.write(write(number, translation))
-        out.flush()
+    with _progress(input) as show:
+        for batch in batches(lines, chunk, waiting):  # (the options were checked at loading)
+            for translation in translator.translate_chunk(
+                batch, options, replace_unk, with_attention=with_attention or replace_unk
+            ):
+                number += 1
+                out.write(write(number, translation))
+            out.flush()
+            show(number)
     warnings.finish()
     with _offering_replace():
         lines.check()  # an unreadable line fails only after every line before it is written
+
+
+@contextlib.contextmanager
+def _progress(input: Path | None):
+    """`show(lines done)`: a progress bar of a file's lines on stderr, where stderr is a
+    terminal and stdout is not (`nmt translate -i big.de > big.en`); else nothing is shown."""
+    import sys
+
+    if input is None or str(input) == "-" or not sys.stderr.isatty() or sys.stdout.isatty():
+        yield lambda done: None
+        return
+    from nmt_cli.cli.boundary import stderr_console
+    from nmt_cli.lines import count_lines
+    from nmt_cli.progress import count
+    from nmt_cli.render.progress import count_display
+
+    total = count_lines(input)
+    with count_display(stderr_console(), "translate") as draw:
+        yield lambda done: draw(count("translating", done, total))
 
 
 @contextlib.contextmanager

@@ -228,8 +228,9 @@ def count_display(console: Console, command: str) -> Iterator[OnEvent]:
 
 def _rate(task: str, done: int, seconds: float) -> str:
     """`95,000 pairs/s` while reading, `sentences/s` while encoding; nothing for other tasks."""
-    unit = "pairs" if task.startswith("reading") else "sentences" if task.startswith("enc") else ""
-    if not unit or seconds <= 0 or not done:
+    unit = "pairs" if task.startswith("reading") else ""
+    unit = unit or ("sentences" if task.startswith(("enc", "transl")) else "")
+    if not unit or seconds < 0.5 or not done:  # (the first moments' rate means nothing)
         return ""
     return f"{done / seconds:,.0f} {unit}/s"
 
