@@ -132,13 +132,17 @@ def translate(
     if typed and sys.stdout.isatty() and not (json_output or align or nbest > 1):
         _prompt_loop(translator, options, replace_unk, on_invalid)
         return
+    counted: list[int] = []  # a file's lines, for the progress bar (a pipe's: not counted)
     if not typed:
         # A file (--input, or stdin redirected from one) is read through once first: a bad
         # line (invalid UTF-8, a truncated gzip) is refused before anything is written, as
         # prepare and eval refuse it. A pipe cannot be read twice: there every line before
         # the bad one is written, then it fails.
+        def count_lines(lines, _name: str) -> None:
+            counted.append(sum(1 for _ in lines))
+
         with _offering_replace():
-            check_whole_input(input, on_invalid)
+            check_whole_input(input, on_invalid, check=count_lines)
     stream, name = open_input(input)
     warnings = LineWarnings()
 
@@ -161,7 +165,7 @@ def translate(
     waiting = getattr(stream, "waiting", None)
     write = _writer(translator, json_output, align, nbest, warnings, name)
     out, number = sys.stdout, 0
-    with _progress(input) as show:
+    with _progress(counted[0] if counted else None) as show:
         for batch in batches(lines, chunk, waiting):  # (the options were checked at loading)
             for translation in translator.translate_chunk(
                 batch, options, replace_unk, with_attention=with_attention or replace_unk
@@ -176,20 +180,18 @@ def translate(
 
 
 @contextlib.contextmanager
-def _progress(input: Path | None):
-    """`show(lines done)`: a progress bar of a file's lines on stderr, where stderr is a
-    terminal and stdout is not (`nmt translate -i big.de > big.en`); else nothing is shown."""
+def _progress(total: int | None):
+    """`show(lines done)`: a progress bar of a file's `total` lines on stderr, where stderr is
+    a terminal and stdout is not (`nmt translate -i big.de > big.en`); else nothing is shown."""
     import sys
 
-    if input is None or str(input) == "-" or not sys.stderr.isatty() or sys.stdout.isatty():
+    if total is None or not sys.stderr.isatty() or sys.stdout.isatty():
         yield lambda done: None
         return
     from nmt_cli.cli.boundary import stderr_console
-    from nmt_cli.lines import count_lines
     from nmt_cli.progress import count
     from nmt_cli.render.progress import count_display
 
-    total = count_lines(input)
     with count_display(stderr_console(), "translate") as draw:
         yield lambda done: draw(count("translating", done, total))
 
